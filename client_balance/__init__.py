@@ -1,0 +1,53 @@
+"""client-balance: consume Apache Kafka with the partition assignment decided by the clients.
+
+A worker states its topics, how many nodes the group has (``source_count``) and which one it is
+(``node_id``); it then holds exactly its partitions, consumes them in confirmed batches and
+resumes where the group left off. No broker-side group rebalance ever runs.
+"""
+
+from client_balance.errors import (
+    BrokerError,
+    BrokerFetchError,
+    BrokerStartError,
+    BrokerToolMissingError,
+    ClientBalanceError,
+    ConfigError,
+    DuplicateNodeIdError,
+    InconsistentSourceCountError,
+    InvalidOffsetError,
+    InvalidPartitionKeyError,
+    KafkaClientError,
+    NotStartedError,
+    PartitionNotFoundError,
+    PartitionOccupiedError,
+    PartitionUnsubscribableError,
+    TooFrequentError,
+)
+from client_balance.keys import RESUME_OFFSET, PartitionKey, TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RESUME_OFFSET",
+    "BrokerError",
+    "BrokerFetchError",
+    "BrokerStartError",
+    "BrokerToolMissingError",
+    "ClientBalanceError",
+    "ClientBalanceSettings",
+    "ConfigError",
+    "DuplicateNodeIdError",
+    "InconsistentSourceCountError",
+    "InvalidOffsetError",
+    "InvalidPartitionKeyError",
+    "KafkaClientError",
+    "NotStartedError",
+    "PartitionKey",
+    "PartitionNotFoundError",
+    "PartitionOccupiedError",
+    "PartitionUnsubscribableError",
+    "TooFrequentError",
+    "TopicPartition",
+    "__version__",
+]

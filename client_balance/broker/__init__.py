@@ -1,0 +1,24 @@
+"""A local Apache Kafka 4.x (KRaft, one combined broker and controller on 127.0.0.1).
+
+The official jars come from Maven Central through ``mvn`` into a cache folder once
+(``~/.cache/client-balance/kafka-<version>/libs`` or ``$CLIENT_BALANCE_KAFKA_HOME/libs``);
+:class:`LocalKafka` formats a log dir, starts the broker and waits until it is ready. Users with
+a cluster of their own set ``bootstrap_servers`` and never touch this module.
+"""
+
+from client_balance.broker._jars import (
+    DEFAULT_KAFKA_VERSION,
+    ensure_kafka_jars,
+    find_java,
+    kafka_home,
+)
+from client_balance.broker._local import LocalKafka, stop_pid
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "LocalKafka",
+    "ensure_kafka_jars",
+    "find_java",
+    "kafka_home",
+    "stop_pid",
+]

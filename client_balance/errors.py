@@ -1,0 +1,212 @@
+"""The one error tree of client-balance.
+
+Every public error derives from :class:`ClientBalanceError`, carries TubeMQ's result code as
+``.code`` where TubeMQ has one (``None`` otherwise), names the offending value in its message and
+survives pickling (Spark ships exceptions between processes)::
+
+    ClientBalanceError                      .code
+    ├── ConfigError (also ValueError)       400  bad settings or arguments
+    │   ├── InvalidPartitionKeyError        400  a partition key that does not parse
+    │   └── InvalidOffsetError              400  a bootstrap offset outside what is allowed
+    ├── NotStartedError                     420  the consumer is not started or is shut down
+    ├── PartitionNotFoundError              404  a key outside the partition meta set
+    ├── PartitionOccupiedError              410  another live member holds the partition
+    ├── TooFrequentError                    421  retried too soon after a 410
+    ├── PartitionUnsubscribableError        422  no leader, topic gone, or not authorized
+    ├── InconsistentSourceCountError        429  source_count differs from the live group's
+    ├── DuplicateNodeIdError                430  node_id already held by a live member
+    ├── KafkaClientError                         an error of the Kafka client, mapped in one place
+    └── BrokerError                              the local Kafka launcher (client_balance.broker)
+        ├── BrokerToolMissingError               java or mvn is not installed
+        ├── BrokerFetchError                     Maven could not fetch the broker jars
+        └── BrokerStartError                     the broker did not come up (log tail attached)
+
+Errors of the underlying Kafka client are turned into :class:`KafkaClientError` only by
+:func:`client_balance._kafka_errors.from_kafka_exception`, so no other module has to know
+confluent-kafka's error types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BrokerError",
+    "BrokerFetchError",
+    "BrokerStartError",
+    "BrokerToolMissingError",
+    "ClientBalanceError",
+    "ConfigError",
+    "DuplicateNodeIdError",
+    "InconsistentSourceCountError",
+    "InvalidOffsetError",
+    "InvalidPartitionKeyError",
+    "KafkaClientError",
+    "NotStartedError",
+    "PartitionNotFoundError",
+    "PartitionOccupiedError",
+    "PartitionUnsubscribableError",
+    "TooFrequentError",
+]
+
+
+def _rebuild(cls: type[ClientBalanceError], message: str, state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class ClientBalanceError(Exception):
+    """Base of every error this package raises on purpose.
+
+    ``code`` is TubeMQ's result code for the same condition, or ``None`` when TubeMQ has none.
+    """
+
+    code: int | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        """The human-readable message (also ``str(error)``)."""
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take keyword arguments that Exception's default pickling would drop, so
+        # rebuild from the message and the instance attributes instead of re-calling __init__.
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+class ConfigError(ClientBalanceError, ValueError):
+    """A setting or argument has a value that is not allowed; the message says what is."""
+
+    code = 400
+
+
+class InvalidPartitionKeyError(ConfigError):
+    """A partition key is not ``"<broker>:<topic>:<partition>"``, ``"<topic>:<partition>"``."""
+
+    def __init__(self, message: str, *, key: object) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class InvalidOffsetError(ConfigError):
+    """A bootstrap offset is neither -1 (resume) nor an absolute offset >= 0."""
+
+    def __init__(self, message: str, *, offset: object) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class NotStartedError(ClientBalanceError):
+    """The consumer is not started, or it is shut down (TubeMQ 420)."""
+
+    code = 420
+
+
+class PartitionNotFoundError(ClientBalanceError):
+    """The key names a partition outside the partition meta set (TubeMQ 404)."""
+
+    code = 404
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class PartitionOccupiedError(ClientBalanceError):
+    """Another live member holds the partition (TubeMQ 410)."""
+
+    code = 410
+
+    def __init__(self, message: str, *, key: str, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.holder = holder
+
+
+class TooFrequentError(ClientBalanceError):
+    """The same partition was asked for again too soon after it was refused (TubeMQ 421)."""
+
+    code = 421
+
+    def __init__(self, message: str, *, key: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.key = key
+        self.retry_after_s = retry_after_s
+
+
+class PartitionUnsubscribableError(ClientBalanceError):
+    """The partition has no leader, its topic is gone, or it is not authorized (TubeMQ 422)."""
+
+    code = 422
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class InconsistentSourceCountError(ClientBalanceError):
+    """The ``source_count`` of this node differs from the live group's (TubeMQ 429)."""
+
+    code = 429
+
+    def __init__(self, message: str, *, ours: int, group: int) -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.group = group
+
+
+class DuplicateNodeIdError(ClientBalanceError):
+    """A live member of the group already has this ``node_id`` (TubeMQ 430)."""
+
+    code = 430
+
+    def __init__(self, message: str, *, node_id: int, holder: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+        self.holder = holder
+
+
+class KafkaClientError(ClientBalanceError):
+    """The Kafka client failed; ``kafka_code`` and ``kafka_name`` are librdkafka's error."""
+
+    def __init__(
+        self, message: str, *, kafka_code: int, kafka_name: str, retriable: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.kafka_code = kafka_code
+        self.kafka_name = kafka_name
+        self.retriable = retriable
+
+
+class BrokerError(ClientBalanceError):
+    """The local Kafka broker launcher failed."""
+
+
+class BrokerToolMissingError(BrokerError):
+    """A program the launcher needs (``java`` 17+, ``mvn``) is not installed."""
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class BrokerFetchError(BrokerError):
+    """Maven could not fetch the broker jars; ``output_tail`` has the end of its output."""
+
+    def __init__(self, message: str, *, output_tail: str) -> None:
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
+class BrokerStartError(BrokerError):
+    """The broker did not come up; ``log_tail`` has the last lines of its log."""
+
+    def __init__(self, message: str, *, log_tail: str, log_path: str | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.log_path = log_path

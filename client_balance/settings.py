@@ -1,0 +1,232 @@
+"""``ClientBalanceSettings``: every knob of the SDK in one validated, immutable object.
+
+Values come from keyword arguments, else from ``CLIENT_BALANCE_*`` environment variables (the
+``kafka`` dict as JSON in ``CLIENT_BALANCE_KAFKA``), else the defaults. Anything invalid raises
+:class:`~client_balance.errors.ConfigError` naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from client_balance.errors import ConfigError
+from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
+
+__all__ = ["ClientBalanceSettings", "KafkaValue"]
+
+KafkaValue = str | int | float | bool
+"""A librdkafka configuration value, passed through verbatim."""
+
+STRATEGY_NAMES = ("cooperative-sticky", "hash", "modulo", "range", "roundrobin", "sticky")
+
+# librdkafka properties the SDK owns, and what to use instead. Setting them in `kafka` would
+# either contradict a field or make librdkafka join a consumer group, which the SDK never does.
+_OWNED_KAFKA_KEYS = {
+    "bootstrap.servers": "set bootstrap_servers instead",
+    "metadata.broker.list": "set bootstrap_servers instead",
+    "group.id": "set group_id instead",
+    "auto.offset.reset": "set start_position ('earliest' or 'latest') instead",
+    "enable.auto.offset.store": "the SDK stores offsets only for confirmed batches",
+    "group.instance.id": "static membership only applies to a joined group; the SDK never joins",
+    "partition.assignment.strategy": "the SDK assigns partitions itself; set strategy instead",
+    "group.remote.assignor": "the SDK assigns partitions itself; set strategy instead",
+}
+_FALSE_VALUES = {False, "false", "False", "FALSE", "0"}
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
+_KAFKA_MAX_GROUP_ID_LENGTH = 255
+
+
+class ClientBalanceSettings(BaseSettings):
+    """Settings of a client-balanced consumer group member.
+
+    >>> s = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9092", group_id="billing")
+    >>> s.start_position, s.strategy, s.reconcile_interval_s
+    ('latest', 'modulo', 10.0)
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="CLIENT_BALANCE_", extra="forbid", frozen=True, validate_default=True
+    )
+
+    bootstrap_servers: str = Field(
+        description="Comma-separated host:port list of Kafka brokers (env "
+        "CLIENT_BALANCE_BOOTSTRAP_SERVERS)."
+    )
+    group_id: str = Field(
+        description="Kafka group id whose committed offsets this group uses. Never use it with "
+        "subscribe() consumers: Kafka then rejects the SDK's commits."
+    )
+    kafka: dict[str, KafkaValue] = Field(
+        default_factory=dict,
+        description="librdkafka properties passed through verbatim (security, fetch tuning).",
+    )
+    start_position: Literal["earliest", "latest"] = Field(
+        default="latest",
+        description="Where a partition with no committed offset starts (TubeMQ's default is "
+        "latest).",
+    )
+    strategy: str = Field(default="modulo", description="Name of the assignment strategy.")
+    pinned: dict[str, int] = Field(
+        default_factory=dict,
+        description="Partitions always held by this member: key -> bootstrap offset (-1 resumes).",
+    )
+    reconcile_interval_s: float = Field(default=10.0, gt=0, description="Reconcile period.")
+    report_interval_s: float = Field(default=10.0, gt=0, description="Status report period.")
+    lease_timeout_s: float = Field(
+        default=30.0, gt=0, description="Silence after which a member is dead and its claims lapse."
+    )
+    commit: Literal["sync", "interval"] = Field(
+        default="interval",
+        description="'sync' commits at every confirm; 'interval' every commit_interval_s (and "
+        "always on disconnect and shutdown).",
+    )
+    commit_interval_s: float = Field(default=5.0, gt=0, description="Commit flush period.")
+    batch_max_messages: int = Field(
+        default=1000, ge=1, le=1_000_000, description="Most messages in one get_message batch."
+    )
+    request_timeout_s: float = Field(
+        default=10.0, gt=0, description="Bound on every blocking Kafka call."
+    )
+    status_topic: str = Field(
+        default="__client_balance_status",
+        description="Compacted topic holding member reports and ownership claims.",
+    )
+    filter_header: str = Field(
+        default="type",
+        min_length=1,
+        description="Message header compared against a topic's filter set.",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise ConfigError(_describe(error)) from None
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_bootstrap_servers(cls, value: str) -> str:
+        servers = [part.strip() for part in value.split(",")]
+        for server in servers:
+            match = _HOST_PORT.fullmatch(server)
+            if match is None or not 0 < int(match.group(2)) < 65536:  # noqa: PLR2004
+                raise ValueError(
+                    f"{server!r} is not host:port; give a comma-separated list such as "
+                    "'127.0.0.1:9092,broker2:9092'"
+                )
+        return ",".join(servers)
+
+    @field_validator("group_id")
+    @classmethod
+    def _check_group_id(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("group_id must not be blank")
+        if len(value) > _KAFKA_MAX_GROUP_ID_LENGTH:
+            raise ValueError(f"group_id is {len(value)} characters; at most 255 are allowed")
+        return value
+
+    @field_validator("kafka", mode="before")
+    @classmethod
+    def _check_kafka_value_types(cls, value: object) -> object:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str) or not key:
+                    raise ValueError(f"librdkafka property names are non-empty strings: {key!r}")
+                if not isinstance(item, str | int | float | bool):
+                    raise ValueError(
+                        f"{key}={item!r} is a {type(item).__name__}; librdkafka properties take "
+                        "str, int, float or bool values (callbacks are installed by the SDK)"
+                    )
+        return value
+
+    @field_validator("kafka")
+    @classmethod
+    def _check_kafka(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+        for key, item in value.items():
+            if key in _OWNED_KAFKA_KEYS:
+                raise ValueError(
+                    f"{key}={item!r} is managed by client-balance: {_OWNED_KAFKA_KEYS[key]}"
+                )
+            if key == "enable.auto.commit" and item not in _FALSE_VALUES:
+                raise ValueError(
+                    f"enable.auto.commit={item!r} is not allowed: it would commit messages that "
+                    "were never confirmed; only false is accepted (commits follow confirm())"
+                )
+            if key == "group.protocol" and item != "classic":
+                raise ValueError(
+                    f"group.protocol={item!r} is not allowed: the SDK never joins a group, and "
+                    "only 'classic' commits without joining"
+                )
+        return value
+
+    @field_validator("strategy")
+    @classmethod
+    def _check_strategy(cls, value: str) -> str:
+        if value not in STRATEGY_NAMES:
+            raise ValueError(
+                f"unknown strategy {value!r}; valid names: {', '.join(STRATEGY_NAMES)}"
+            )
+        return value
+
+    @field_validator("pinned")
+    @classmethod
+    def _check_pinned(cls, value: dict[str, int]) -> dict[str, int]:
+        normalized: dict[str, int] = {}
+        for key, offset in value.items():
+            identity = str(PartitionKey.parse(key).topic_partition)
+            if identity in normalized:
+                raise ValueError(f"partition {identity} is pinned twice (as {key!r})")
+            normalized[identity] = check_bootstrap_offset(offset)
+        return normalized
+
+    @field_validator("status_topic")
+    @classmethod
+    def _check_status_topic(cls, value: str) -> str:
+        return check_topic_name(value)
+
+    @model_validator(mode="after")
+    def _check_lease(self) -> ClientBalanceSettings:
+        if self.lease_timeout_s <= self.report_interval_s:
+            raise ValueError(
+                f"lease_timeout_s={self.lease_timeout_s} must be greater than "
+                f"report_interval_s={self.report_interval_s}, or live members would lapse between "
+                "two reports (use at least twice the report interval)"
+            )
+        return self
+
+    def consumer_config(self) -> dict[str, KafkaValue]:
+        """The librdkafka configuration of an assign-only consumer with these settings."""
+        return {
+            **self.kafka,
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.group_id,
+            "group.protocol": "classic",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": self.start_position,
+        }
+
+    def admin_config(self) -> dict[str, KafkaValue]:
+        """The librdkafka configuration of an admin client or producer for these settings."""
+        consumer_only = ("fetch.", "queued.", "enable.auto.commit", "group.", "session.timeout")
+        passthrough = {k: v for k, v in self.kafka.items() if not k.startswith(consumer_only)}
+        return {**passthrough, "bootstrap.servers": self.bootstrap_servers}
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "settings"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            env = f"CLIENT_BALANCE_{where.upper()}"
+            problems.append(f"{where} is required (pass {where}=... or set {env})")
+        elif item["type"] == "extra_forbidden":
+            problems.append(f"{where} is not a setting of ClientBalanceSettings")
+        else:
+            problems.append(f"{where}={item.get('input')!r} is not allowed: {message}")
+    return "invalid ClientBalanceSettings: " + "; ".join(problems)

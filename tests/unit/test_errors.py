@@ -1,0 +1,101 @@
+import inspect
+import pickle
+
+import pytest
+
+import client_balance
+from client_balance import errors
+from client_balance._kafka_errors import from_kafka_exception
+
+EXAMPLES: list[errors.ClientBalanceError] = [
+    errors.ConfigError("bad"),
+    errors.InvalidPartitionKeyError("bad key", key="x"),
+    errors.InvalidOffsetError("bad offset", offset=-7),
+    errors.NotStartedError("not started"),
+    errors.PartitionNotFoundError("nope", key="1:t:9"),
+    errors.PartitionOccupiedError("taken", key="1:t:0", holder="c-1"),
+    errors.TooFrequentError("slow down", key="1:t:0", retry_after_s=5.0),
+    errors.PartitionUnsubscribableError("no leader", key="-1:t:0"),
+    errors.InconsistentSourceCountError("429", ours=3, group=4),
+    errors.DuplicateNodeIdError("430", node_id=1, holder="c-2"),
+    errors.KafkaClientError("kafka", kafka_code=25, kafka_name="UNKNOWN_MEMBER_ID"),
+    errors.BrokerToolMissingError("no java", tool="java"),
+    errors.BrokerFetchError("mvn failed", output_tail="tail"),
+    errors.BrokerStartError("down", log_tail="boom", log_path="broker.log"),
+]
+
+
+def test_every_public_error_has_an_example() -> None:
+    """The examples below cover the whole tree, so the pickling test covers it too."""
+    classes = {
+        obj for _, obj in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(obj, errors.ClientBalanceError)
+    }  # fmt: skip
+    covered = {type(example) for example in EXAMPLES} | {
+        errors.ClientBalanceError, errors.BrokerError,
+    }  # fmt: skip
+    assert classes == covered
+
+
+@pytest.mark.parametrize("error", EXAMPLES, ids=lambda e: type(e).__name__)
+def test_errors_survive_pickling(error: errors.ClientBalanceError) -> None:
+    """Spark ships errors between processes: type, message, code and fields come back."""
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert again.code == error.code
+    assert again.__dict__ == error.__dict__
+
+
+@pytest.mark.parametrize(
+    ("cls", "code"),
+    [
+        (errors.ConfigError, 400), (errors.NotStartedError, 420),
+        (errors.PartitionNotFoundError, 404), (errors.PartitionOccupiedError, 410),
+        (errors.TooFrequentError, 421), (errors.PartitionUnsubscribableError, 422),
+        (errors.InconsistentSourceCountError, 429), (errors.DuplicateNodeIdError, 430),
+        (errors.KafkaClientError, None), (errors.BrokerError, None),
+    ],
+)  # fmt: skip
+def test_tubemq_codes(cls: type[errors.ClientBalanceError], code: int | None) -> None:
+    """Each error carries TubeMQ's code for the same condition."""
+    assert cls.code == code
+
+
+def test_errors_are_exported_from_the_package() -> None:
+    """Users catch errors from the top-level namespace."""
+    for name in errors.__all__:
+        assert getattr(client_balance, name) is getattr(errors, name)
+
+
+class _StandInKafkaError:
+    def code(self) -> int:
+        return 25
+
+    def name(self) -> str:
+        return "UNKNOWN_MEMBER_ID"
+
+    def str(self) -> str:
+        return "Broker: Unknown member"
+
+    def retriable(self) -> bool:
+        return False
+
+
+def test_kafka_exceptions_map_to_kafka_client_error() -> None:
+    """A KafkaException-shaped error keeps librdkafka's code and name."""
+    mapped = from_kafka_exception(RuntimeError(_StandInKafkaError()), "committing orders:3")
+    assert isinstance(mapped, errors.KafkaClientError)
+    assert (mapped.kafka_code, mapped.kafka_name, mapped.retriable) == (
+        25,
+        "UNKNOWN_MEMBER_ID",
+        False,
+    )
+    assert str(mapped) == "committing orders:3 failed: UNKNOWN_MEMBER_ID: Broker: Unknown member"
+
+
+def test_unknown_exceptions_still_map() -> None:
+    """Anything else becomes a KafkaClientError with code -1 and the original text."""
+    mapped = from_kafka_exception(OSError("socket closed"), "listing topics")
+    assert mapped.kafka_code == -1
+    assert "socket closed" in str(mapped)

@@ -1,0 +1,134 @@
+import pickle
+
+import pytest
+
+from client_balance import ClientBalanceSettings, ConfigError
+
+BASE = {"bootstrap_servers": "127.0.0.1:9092", "group_id": "billing"}
+
+
+def test_defaults() -> None:
+    """Defaults follow TubeMQ and Kafka where they have one."""
+    settings = ClientBalanceSettings(**BASE)
+    assert settings.start_position == "latest"
+    assert settings.strategy == "modulo"
+    assert settings.lease_timeout_s == 30.0
+    assert settings.status_topic == "__client_balance_status"
+    assert settings.filter_header == "type"
+    assert settings.commit == "interval"
+    assert settings.pinned == {}
+
+
+def test_environment_supplies_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLIENT_BALANCE_* variables fill fields, with the kafka dict as JSON."""
+    monkeypatch.setenv("CLIENT_BALANCE_BOOTSTRAP_SERVERS", "k1:9092, k2:9093")
+    monkeypatch.setenv("CLIENT_BALANCE_GROUP_ID", "g")
+    monkeypatch.setenv(
+        "CLIENT_BALANCE_KAFKA", '{"security.protocol": "SSL", "fetch.wait.max.ms": 50}'
+    )
+    monkeypatch.setenv("CLIENT_BALANCE_RECONCILE_INTERVAL_S", "2.5")
+    settings = ClientBalanceSettings()
+    assert settings.bootstrap_servers == "k1:9092,k2:9093"
+    assert settings.kafka == {"security.protocol": "SSL", "fetch.wait.max.ms": 50}
+    assert settings.reconcile_interval_s == 2.5
+
+
+def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing bootstrap address says how to give it."""
+    monkeypatch.delenv("CLIENT_BALANCE_BOOTSTRAP_SERVERS", raising=False)
+    with pytest.raises(ConfigError, match="CLIENT_BALANCE_BOOTSTRAP_SERVERS"):
+        ClientBalanceSettings(group_id="g")
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"bootstrap_servers": "localhost"}, "'localhost' is not host:port"),
+        ({"bootstrap_servers": "a:9092,,b:1"}, "'' is not host:port"),
+        ({"bootstrap_servers": "a:70000"}, "'a:70000' is not host:port"),
+        ({"group_id": "  "}, "group_id must not be blank"),
+        ({"group_id": "g" * 256}, "at most 255"),
+        ({"start_position": "beginning"}, "start_position='beginning'"),
+        ({"strategy": "fair"}, "unknown strategy 'fair'; valid names: cooperative-sticky"),
+        ({"reconcile_interval_s": 0}, "reconcile_interval_s=0"),
+        ({"batch_max_messages": 0}, "batch_max_messages=0"),
+        ({"commit": "async"}, "commit='async'"),
+        ({"status_topic": "bad topic"}, "topic name 'bad topic'"),
+        ({"filter_header": ""}, "filter_header=''"),
+        ({"lease_timeout_s": 5, "report_interval_s": 10}, "must be greater than report_interval_s"),
+        ({"pinned": {"orders": 0}}, "partition key 'orders' does not parse"),
+        ({"pinned": {"orders:1": -5}}, "bootstrap offset -5 is not allowed"),
+        ({"pinned": {"1:orders:1": 0, "orders:1": 3}}, "pinned twice"),
+        ({"grop_id": "x"}, "grop_id is not a setting"),
+    ],
+)
+def test_invalid_values_are_named(override: dict[str, object], fragment: str) -> None:
+    """Each invalid value raises ConfigError that names it and what is allowed."""
+    with pytest.raises(ConfigError) as caught:
+        ClientBalanceSettings(**{**BASE, **override})
+    assert fragment in str(caught.value)
+    assert caught.value.code == 400
+
+
+@pytest.mark.parametrize(
+    ("kafka", "fragment"),
+    [
+        ({"enable.auto.commit": True}, "enable.auto.commit=True is not allowed"),
+        ({"enable.auto.commit": "true"}, "enable.auto.commit='true' is not allowed"),
+        ({"group.protocol": "consumer"}, "group.protocol='consumer' is not allowed"),
+        ({"group.instance.id": "w1"}, "the SDK never joins"),
+        ({"partition.assignment.strategy": "range"}, "set strategy instead"),
+        ({"group.id": "other"}, "set group_id instead"),
+        ({"bootstrap.servers": "x:1"}, "set bootstrap_servers instead"),
+        ({"auto.offset.reset": "earliest"}, "set start_position"),
+        ({"enable.auto.offset.store": True}, "managed by client-balance"),
+        ({"error_cb": print}, "callbacks are installed by the SDK"),
+        ({"": 1}, "non-empty strings"),
+    ],
+)
+def test_librdkafka_settings_that_would_join_or_contradict(
+    kafka: dict[str, object], fragment: str
+) -> None:
+    """The kafka passthrough refuses what would join a group or break confirm-only commits."""
+    with pytest.raises(ConfigError, match="kafka") as caught:
+        ClientBalanceSettings(**BASE, kafka=kafka)
+    assert fragment in str(caught.value)
+
+
+def test_consumer_config_is_assign_only() -> None:
+    """The librdkafka config never auto-commits and keeps the classic protocol."""
+    settings = ClientBalanceSettings(
+        **BASE, start_position="earliest",
+        kafka={"enable.auto.commit": False, "fetch.wait.max.ms": 50, "group.protocol": "classic"},
+    )  # fmt: skip
+    config = settings.consumer_config()
+    assert config["enable.auto.commit"] is False
+    assert config["enable.auto.offset.store"] is False
+    assert config["group.protocol"] == "classic"
+    assert config["auto.offset.reset"] == "earliest"
+    assert config["group.id"] == "billing"
+    assert config["fetch.wait.max.ms"] == 50
+    assert "fetch.wait.max.ms" not in settings.admin_config()
+
+
+def test_pinned_keys_are_normalized() -> None:
+    """Pinned keys in any form are stored as 'topic:partition'."""
+    settings = ClientBalanceSettings(**BASE, pinned={"3:orders:1": 100, "stock:0": -1})
+    assert settings.pinned == {"orders:1": 100, "stock:0": -1}
+
+
+def test_settings_are_frozen_and_picklable() -> None:
+    """Settings cannot change after creation and cross process boundaries."""
+    settings = ClientBalanceSettings(**BASE)
+    with pytest.raises(Exception, match="frozen"):
+        settings.group_id = "other"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_config_error_pickles() -> None:
+    """The ConfigError of a bad setting survives pickling with its message."""
+    with pytest.raises(ConfigError) as caught:
+        ClientBalanceSettings(**BASE, strategy="fair")
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is ConfigError
+    assert str(again) == str(caught.value)

@@ -15,13 +15,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
+from client_balance.strategies import get_strategy
 
 __all__ = ["ClientBalanceSettings", "KafkaValue"]
 
 KafkaValue = str | int | float | bool
 """A librdkafka configuration value, passed through verbatim."""
-
-STRATEGY_NAMES = ("cooperative-sticky", "hash", "modulo", "range", "roundrobin", "sticky")
 
 # librdkafka properties the SDK owns, and what to use instead. Setting them in `kafka` would
 # either contradict a field or make librdkafka join a consumer group, which the SDK never does.
@@ -166,11 +165,10 @@ class ClientBalanceSettings(BaseSettings):
     @field_validator("strategy")
     @classmethod
     def _check_strategy(cls, value: str) -> str:
-        if value not in STRATEGY_NAMES:
-            raise ValueError(
-                f"unknown strategy {value!r}; valid names: {', '.join(STRATEGY_NAMES)}"
-            )
-        return value
+        try:
+            return get_strategy(value).name
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
 
     @field_validator("pinned")
     @classmethod

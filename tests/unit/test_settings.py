@@ -49,7 +49,10 @@ def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.Monke
         ({"group_id": "  "}, "group_id must not be blank"),
         ({"group_id": "g" * 256}, "at most 255"),
         ({"start_position": "beginning"}, "start_position='beginning'"),
-        ({"strategy": "fair"}, "unknown strategy 'fair'; valid names: cooperative-sticky"),
+        (
+            {"strategy": "fair"},
+            "unknown strategy 'fair'; valid names: hash, modulo, range, roundrobin",
+        ),
         ({"reconcile_interval_s": 0}, "reconcile_interval_s=0"),
         ({"batch_max_messages": 0}, "batch_max_messages=0"),
         ({"commit": "async"}, "commit='async'"),

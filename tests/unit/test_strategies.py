@@ -1,0 +1,120 @@
+import pytest
+
+from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
+from client_balance.strategies import Member, get_strategy, java_string_hash, strategy_names
+
+
+def test_registry_lists_names_and_refuses_unknown_ones() -> None:
+    """Unknown names raise ConfigError listing the valid names."""
+    assert strategy_names() == ("hash", "modulo", "range", "roundrobin")
+    for name in strategy_names():
+        assert get_strategy(name).name == name
+    with pytest.raises(ConfigError, match="unknown strategy 'fair'; valid names: hash, modulo"):
+        get_strategy("fair")
+
+
+@pytest.mark.parametrize(
+    ("text", "java"),
+    [("", 0), ("hello", 99162322), ("orders", -1008770331), ("Order", 76453678), ("ü", 252),
+     ("\U0001d11ex", 54944334), ("t:0", 113322)],
+)  # fmt: skip
+def test_java_string_hash_matches_the_jvm(text: str, java: int) -> None:
+    """String.hashCode values printed by Java 17, including a surrogate pair."""
+    assert java_string_hash(text) == java
+
+
+def test_member_validation() -> None:
+    """Blank ids, a bare string of topics and duplicate ids are refused."""
+    with pytest.raises(ConfigError, match="member id ''"):
+        Member("", ["t"])
+    with pytest.raises(ConfigError, match="not the string 't0'"):
+        Member("C0", "t0")
+    with pytest.raises(ConfigError, match="appears twice"):
+        get_strategy("range").assign({"t": 2}, [Member("C0", ["t"]), Member("C0", ["t"])])
+
+
+def test_every_member_is_a_key_and_unknown_topics_are_ignored() -> None:
+    """Members without partitions still appear; topics without metadata are skipped."""
+    members = [Member("C0", ["t", "ghost"]), Member("C1", ["t"]), Member("C2", ["other"])]
+    for name in strategy_names():
+        result = get_strategy(name).assign({"t": 1, "empty": 0}, members)
+        assert set(result) == {"C0", "C1", "C2"}
+        assert sorted(p for parts in result.values() for p in parts) == [TopicPartition("t", 0)]
+        assert result["C2"] == []
+
+
+def test_bad_partition_counts_are_named() -> None:
+    """A negative or non-int partition count raises ConfigError with the topic."""
+    with pytest.raises(ConfigError, match="partition count -1 of topic 't'"):
+        get_strategy("range").assign({"t": -1}, [Member("C0", ["t"])])
+
+
+def test_range_orders_static_members_first() -> None:
+    """Static members (instance ids) come before dynamic ones, ordered by instance id."""
+    members = [
+        Member("a", ["t"]),
+        Member("z", ["t"], instance_id="i1"),
+        Member("m", ["t"], instance_id="i0"),
+    ]
+    result = get_strategy("range").assign({"t": 3}, members)
+    assert result == {
+        "m": [TopicPartition("t", 0)],
+        "z": [TopicPartition("t", 1)],
+        "a": [TopicPartition("t", 2)],
+    }
+
+
+def test_range_and_roundrobin_compare_ids_as_strings() -> None:
+    """Kafka orders member ids as Java strings: consumer10 sorts before consumer2."""
+    members = [Member("consumer2", ["t"]), Member("consumer10", ["t"])]
+    assert get_strategy("range").assign({"t": 2}, members)["consumer10"] == [TopicPartition("t", 0)]
+
+
+def test_modulo_orders_numeric_nodes_numerically() -> None:
+    """Node 10 comes after node 2 in the modulo and hash rules."""
+    members = [Member(str(node), ["t0"]) for node in range(11)]
+    result = get_strategy("modulo").assign({"t0": 11}, members)
+    start = ((java_string_hash("t0") * 31) & 0x7FFFFFFF) % 11
+    assert result[str(start)] == [TopicPartition("t0", 0)]
+    assert result["10"] == [TopicPartition("t0", (10 - start) % 11)]
+
+
+def test_modulo_docstring_table() -> None:
+    """The seeds' Order/Stock example of ModuloStrategy's docstring."""
+    members = [Member(str(node), ["Order", "Stock"]) for node in range(3)]
+    result = get_strategy("modulo").assign({"Order": 7, "Stock": 5}, members)
+    assert result == {
+        "0": [TopicPartition("Order", 1), TopicPartition("Order", 4), TopicPartition("Stock", 2)],
+        "1": [
+            TopicPartition("Order", 2),
+            TopicPartition("Order", 5),
+            TopicPartition("Stock", 0),
+            TopicPartition("Stock", 3),
+        ],
+        "2": [
+            TopicPartition("Order", 0),
+            TopicPartition("Order", 3),
+            TopicPartition("Order", 6),
+            TopicPartition("Stock", 1),
+            TopicPartition("Stock", 4),
+        ],
+    }
+
+
+def test_modulo_never_moves_partitions_when_a_topic_grows() -> None:
+    """Adding partitions keeps every existing partition where it was."""
+    members = [Member(str(node), ["orders"]) for node in range(4)]
+    before = get_strategy("modulo").assign({"orders": 12}, members)
+    after = get_strategy("modulo").assign({"orders": 20}, members)
+    for node, parts in before.items():
+        assert set(parts) <= set(after[node])
+
+
+def test_hash_docstring_table() -> None:
+    """TubeMQ's rule on topic t with 4 partitions over 2 nodes."""
+    result = get_strategy("hash").assign({"t": 4}, [Member("1", ["t"]), Member("0", ["t"])])
+    assert result == {
+        "0": [TopicPartition("t", 0), TopicPartition("t", 2)],
+        "1": [TopicPartition("t", 1), TopicPartition("t", 3)],
+    }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ __all__ = ["LocalKafka", "stop_pid"]
 
 _LOG_NAME = "broker.log"
 _PROPERTIES_NAME = "server.properties"
+_CDS_DUMP_NAME = "classes.jsa"
 _BIND_FAILURE = "Address already in use"
 _START_ATTEMPTS = 3  # a free port can be taken by someone else before the JVM binds it
 
@@ -75,6 +77,16 @@ def _cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not text.startswith("-"):
             return text
+
+
+def _cds_archive_path(java: str, libs: Path) -> Path:
+    # An archive only fits the JVM build and the exact jars it was dumped with.
+    real_java = Path(java).resolve()
+    identity = (
+        f"{real_java}:{real_java.stat().st_mtime_ns}:{sorted(p.name for p in libs.iterdir())}"
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return libs.parent / "cds" / f"broker-{digest}.jsa"
 
 
 def _read_ports(properties: Path) -> tuple[int, int] | None:
@@ -175,10 +187,13 @@ class LocalKafka:
         startup_timeout_s: float = 90.0,
         stop_timeout_s: float = 20.0,
         die_with_parent: bool = True,
+        class_data_sharing: bool = True,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.version = version
         self.die_with_parent = die_with_parent
+        self.class_data_sharing = class_data_sharing
+        self._cds_archive: Path | None = None
         self.heap_mb = heap_mb
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -320,7 +335,8 @@ class LocalKafka:
     def _spawn(self, jvm: list[str], properties: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
         command = [
             jvm[0], f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20", *jvm[1:], "kafka.Kafka", str(properties),
+            "-XX:MaxGCPauseMillis=20", *self._cds_flags(jvm[0], properties.parent), *jvm[1:],
+            "kafka.Kafka", str(properties),
         ]  # fmt: skip
         setpriv = shutil.which("setpriv") if self.die_with_parent else None
         if setpriv is not None:
@@ -334,6 +350,25 @@ class LocalKafka:
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
+
+    def _cds_flags(self, java: str, data_dir: Path) -> list[str]:
+        self._cds_archive = None
+        if not self.class_data_sharing:
+            return []
+        archive = _cds_archive_path(java, ensure_kafka_jars(self.version))
+        if archive.is_file():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        # No archive yet: this JVM writes one when it exits; stop() moves it into the cache.
+        self._cds_archive = archive
+        return [f"-XX:ArchiveClassesAtExit={data_dir / _CDS_DUMP_NAME}"]
+
+    def _keep_cds_archive(self) -> None:
+        archive, self._cds_archive = self._cds_archive, None
+        dumped = self._data_dir / _CDS_DUMP_NAME if self._data_dir is not None else None
+        if archive is not None and dumped is not None and dumped.is_file():
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(dumped, archive.with_suffix(f".partial-{os.getpid()}"))
+            archive.with_suffix(f".partial-{os.getpid()}").replace(archive)  # atomic
 
     def _wait_until_ready(self, began: float) -> None:
         assert self._process is not None  # noqa: S101 - set by the caller just before
@@ -391,6 +426,7 @@ class LocalKafka:
         if self._process is not None:
             _terminate(self._process, self.stop_timeout_s)
             self._process = None
+            self._keep_cds_archive()
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from client_balance.keys import TopicPartition
 from client_balance.strategies._base import (
@@ -26,6 +26,34 @@ def _node_order(members: Sequence[Member]) -> list[Member]:
     if all(member.instance_id is None and member.id.isdecimal() for member in ordered):
         ordered.sort(key=lambda member: int(member.id))
     return ordered
+
+
+OwnerRule = Callable[[str, int, int], Iterable[int]]
+"""``rule(topic, partition_count, subscriber_count)`` -> owner index of each partition."""
+
+
+def _assign_by_rule(
+    partitions: Mapping[str, int], members: Sequence[Member], rule: OwnerRule
+) -> Assignment:
+    ordered = _node_order(members)
+    assignment: Assignment = {member.id: [] for member in ordered}
+    for topic, count in subscribed_partition_counts(partitions, ordered).items():
+        owners = [assignment[member.id] for member in ordered if topic in member.topics]
+        for partition, owner in enumerate(rule(topic, count, len(owners))):
+            owners[owner].append(TopicPartition(topic, partition))
+    return assignment
+
+
+def _flink_owners(topic: str, count: int, size: int) -> Iterable[int]:
+    start = ((java_string_hash(topic) * 31) & _INT31_MASK) % size
+    return ((start + partition) % size for partition in range(count))
+
+
+def _tubemq_owners(topic: str, count: int, size: int) -> Iterable[int]:
+    return (
+        (java_string_hash(f"{topic}:{partition}") & _UINT32_MASK) % size
+        for partition in range(count)
+    )
 
 
 class ModuloStrategy:
@@ -56,15 +84,7 @@ class ModuloStrategy:
         partition_racks: PartitionRacks | None = None,
     ) -> Assignment:
         """Give partition p of each topic to subscriber (offset(topic) + p) % n."""
-        ordered = _node_order(members)
-        assignment: Assignment = {member.id: [] for member in ordered}
-        for topic, count in subscribed_partition_counts(partitions, ordered).items():
-            owners = [assignment[member.id] for member in ordered if topic in member.topics]
-            size = len(owners)
-            start = ((java_string_hash(topic) * 31) & _INT31_MASK) % size
-            for partition in range(count):
-                owners[(start + partition) % size].append(TopicPartition(topic, partition))
-        return assignment
+        return _assign_by_rule(partitions, members, _flink_owners)
 
 
 class HashStrategy:
@@ -92,12 +112,4 @@ class HashStrategy:
         partition_racks: PartitionRacks | None = None,
     ) -> Assignment:
         """Give each partition to the subscriber its key's unsigned Java hash selects."""
-        ordered = _node_order(members)
-        assignment: Assignment = {member.id: [] for member in ordered}
-        for topic, count in subscribed_partition_counts(partitions, ordered).items():
-            owners = [assignment[member.id] for member in ordered if topic in member.topics]
-            size = len(owners)
-            for partition in range(count):
-                owner = (java_string_hash(f"{topic}:{partition}") & _UINT32_MASK) % size
-                owners[owner].append(TopicPartition(topic, partition))
-        return assignment
+        return _assign_by_rule(partitions, members, _tubemq_owners)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -169,8 +170,6 @@ def _broker_stop(args: argparse.Namespace) -> int:
     else:
         _say(f"the broker recorded in {args.state_file} was no longer running")
     if state.get("owns_data_dir"):
-        import shutil  # noqa: PLC0415 - only this branch needs it
-
         shutil.rmtree(state["data_dir"], ignore_errors=True)
     args.state_file.unlink(missing_ok=True)
     return EXIT_OK

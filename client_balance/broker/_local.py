@@ -292,7 +292,7 @@ class LocalKafka:
         if not formatted:
             self._format(jvm, properties)
         with self.log_path.open("ab") as log:
-            self._process = self._spawn(jvm, properties, log)
+            self._process = self._spawn(jvm, libs, properties, log)
         self._port = port
         owned = data_dir if self._owns_data_dir else None
         self._finalizer = weakref.finalize(
@@ -332,10 +332,12 @@ class LocalKafka:
                 log_tail=output,
             )
 
-    def _spawn(self, jvm: list[str], properties: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, jvm: list[str], libs: Path, properties: Path, log: IO[bytes]
+    ) -> subprocess.Popen[bytes]:
         command = [
             jvm[0], f"-Xms{self.heap_mb}m", f"-Xmx{self.heap_mb}m", "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20", *self._cds_flags(jvm[0], properties.parent), *jvm[1:],
+            "-XX:MaxGCPauseMillis=20", *self._cds_flags(jvm[0], libs, properties.parent), *jvm[1:],
             "kafka.Kafka", str(properties),
         ]  # fmt: skip
         setpriv = shutil.which("setpriv") if self.die_with_parent else None
@@ -351,11 +353,11 @@ class LocalKafka:
             start_new_session=True,
         )  # fmt: skip
 
-    def _cds_flags(self, java: str, data_dir: Path) -> list[str]:
+    def _cds_flags(self, java: str, libs: Path, data_dir: Path) -> list[str]:
         self._cds_archive = None
         if not self.class_data_sharing:
             return []
-        archive = _cds_archive_path(java, ensure_kafka_jars(self.version))
+        archive = _cds_archive_path(java, libs)
         if archive.is_file():
             return [f"-XX:SharedArchiveFile={archive}"]
         # No archive yet: this JVM writes one when it exits; stop() moves it into the cache.
@@ -366,9 +368,11 @@ class LocalKafka:
         archive, self._cds_archive = self._cds_archive, None
         dumped = self._data_dir / _CDS_DUMP_NAME if self._data_dir is not None else None
         if archive is not None and dumped is not None and dumped.is_file():
+            # The data dir may be on another filesystem: copy next to the archive, then rename.
+            partial = archive.with_suffix(f".partial-{os.getpid()}")
             archive.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(dumped, archive.with_suffix(f".partial-{os.getpid()}"))
-            archive.with_suffix(f".partial-{os.getpid()}").replace(archive)  # atomic
+            shutil.move(dumped, partial)
+            partial.replace(archive)
 
     def _wait_until_ready(self, began: float) -> None:
         assert self._process is not None  # noqa: S101 - set by the caller just before

@@ -19,6 +19,7 @@ from client_balance.strategies._base import (
 from client_balance.strategies._modulo import HashStrategy, ModuloStrategy
 from client_balance.strategies._range import RangeStrategy
 from client_balance.strategies._roundrobin import RoundRobinStrategy
+from client_balance.strategies._sticky import CooperativeStickyStrategy, StickyStrategy
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -36,7 +37,14 @@ DEFAULT_STRATEGY = "modulo"
 
 _REGISTRY: dict[str, Strategy] = {
     strategy.name: strategy
-    for strategy in (HashStrategy(), ModuloStrategy(), RangeStrategy(), RoundRobinStrategy())
+    for strategy in (
+        CooperativeStickyStrategy(),
+        HashStrategy(),
+        ModuloStrategy(),
+        RangeStrategy(),
+        RoundRobinStrategy(),
+        StickyStrategy(),
+    )
 }
 
 

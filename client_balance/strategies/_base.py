@@ -7,9 +7,12 @@ the group splits.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Protocol
 
 from client_balance.errors import ConfigError
@@ -22,6 +25,8 @@ __all__ = [
     "Strategy",
     "java_string_hash",
     "kafka_member_order",
+    "partitions_of",
+    "paused_gc",
     "subscribed_partition_counts",
 ]
 
@@ -104,6 +109,34 @@ def kafka_member_order(member_id: str, instance_id: str | None) -> tuple[int, by
     if instance_id is not None:
         return (0, instance_id.encode("utf-16-be"))
     return (1, member_id.encode("utf-16-be"))
+
+
+# Below this many partitions an assignment allocates too little for the collector to matter.
+_GC_PAUSE_THRESHOLD = 50_000
+
+
+@contextlib.contextmanager
+def paused_gc(partition_count: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large assignment is built.
+
+    An assignment of a million partitions allocates a million small tuples, and the collector,
+    triggered every few hundred allocations, keeps rescanning them: pausing it makes building
+    such an assignment about three times faster. Strategies create no reference cycles, so
+    nothing is left for it; it is resumed on the way out, and only if it was running.
+    """
+    if partition_count < _GC_PAUSE_THRESHOLD or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def partitions_of(topic: str, count: int) -> Iterator[TopicPartition]:
+    """``TopicPartition(topic, 0) .. (topic, count - 1)``, built without a Python call each."""
+    return map(tuple.__new__, repeat(TopicPartition), zip(repeat(topic), range(count)))
 
 
 def sorted_members(members: Sequence[Member]) -> list[Member]:

@@ -312,7 +312,9 @@ public final class AssignorOracle {
 
     @SuppressWarnings("removal") // ConsumerGroupMetadata's constructor: what the consumer itself calls
     private static GroupSubscription groupSubscription(Case c) {
-        Map<String, Subscription> subscriptions = new LinkedHashMap<>();
+        // A HashMap, as ConsumerCoordinator.onLeaderElected builds it: the sticky assignors
+        // iterate it, so its order (hash buckets, then insertion) is part of Java's answer.
+        Map<String, Subscription> subscriptions = new HashMap<>();
         for (Member m : c.members) {
             boolean hadRound = m.generation != null || !m.owned.isEmpty();
             int generation = m.generation != null ? m.generation

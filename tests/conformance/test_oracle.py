@@ -13,13 +13,12 @@ import pytest
 from client_balance.broker import ensure_kafka_jars
 from tests.conformance import oracle as oracle_module
 from tests.conformance.oracle import JavaOracle, OracleError, compile_oracle, oracle_classpath
+from tests.seeds import SCENARIOS_PATH
 
 Partition = tuple[str, int]
 Assignment = dict[str, set[Partition]]
 
-SEED_SCENARIOS = Path(
-    os.environ.get("CLIENT_BALANCE_SEED_SCENARIOS", "/work/shared/scenarios/seed_scenarios.json")
-)
+SEED_SCENARIOS = Path(os.environ.get("CLIENT_BALANCE_SEED_SCENARIOS", SCENARIOS_PATH))
 
 
 def _load_scenarios() -> list[dict[str, Any]]:

@@ -51,7 +51,8 @@ def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.Monke
         ({"start_position": "beginning"}, "start_position='beginning'"),
         (
             {"strategy": "fair"},
-            "unknown strategy 'fair'; valid names: hash, modulo, range, roundrobin",
+            "unknown strategy 'fair'; valid names: cooperative-sticky, hash, modulo, range, "
+            "roundrobin, sticky",
         ),
         ({"reconcile_interval_s": 0}, "reconcile_interval_s=0"),
         ({"batch_max_messages": 0}, "batch_max_messages=0"),

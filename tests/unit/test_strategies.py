@@ -7,10 +7,19 @@ from client_balance.strategies import Member, get_strategy, java_string_hash, st
 
 def test_registry_lists_names_and_refuses_unknown_ones() -> None:
     """Unknown names raise ConfigError listing the valid names."""
-    assert strategy_names() == ("hash", "modulo", "range", "roundrobin")
+    assert strategy_names() == (
+        "cooperative-sticky",
+        "hash",
+        "modulo",
+        "range",
+        "roundrobin",
+        "sticky",
+    )
     for name in strategy_names():
         assert get_strategy(name).name == name
-    with pytest.raises(ConfigError, match="unknown strategy 'fair'; valid names: hash, modulo"):
+    with pytest.raises(
+        ConfigError, match="unknown strategy 'fair'; valid names: cooperative-sticky, hash"
+    ):
         get_strategy("fair")
 
 

@@ -1,0 +1,347 @@
+"""The sticky assignors' general path: members subscribe different topics.
+
+Kafka's ``GeneralAssignmentBuilder``, step by step:
+
+1. Topics are ordered by (number of subscribers, name); partitions follow that order.
+2. ``previous_owner``: for members below the group's highest generation, each claimed partition
+   remembers its claimant of the highest such generation (the first one on a tie, in Java's
+   hash order): the owner before the latest, to which a partition may return.
+3. Members keep their claims on topics they still subscribe (and whose rack matches, with
+   racks); dropping a claim for those reasons means "revocation required".
+4. Each unassigned partition goes to the least loaded subscriber, by (partition count, id)
+   (with racks, first to the least loaded subscriber on a matching rack).
+5. Topics with one subscriber and members that cannot change are set aside. Then, until the
+   assignment is balanced, partitions (first the newly assigned ones, unless a revocation was
+   required, then all) move: back to their previous owner if it has 2+ fewer partitions than
+   the current one, else to the least loaded subscriber if some subscriber has 2+ fewer. When
+   a partition of a topic has just moved the opposite way between the same two members, that
+   partition moves back instead (Java takes the first of them in its hash-set order).
+6. If the moves did not lower the balance score (sum of count differences over all pairs of
+   members) the assignment before them is restored, unless nothing was owned at all.
+
+"Balanced" means counts differ by at most one, or no member that could take more holds fewer
+than (count - 1) of any member holding a partition it subscribes to.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from client_balance.keys import TopicPartition
+from client_balance.strategies._base import partitions_of
+from client_balance.strategies._javahash import JavaHashSet
+from client_balance.strategies._sticky_group import StickyGroup, member_id_key
+
+__all__ = ["assign_general"]
+
+
+# A partition can move only if its topic has this many subscribers.
+_MOVABLE_SUBSCRIBERS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class _PreviousOwner:
+    member_id: str
+    generation: int
+
+
+class _Movements:
+    """Partition moves so far, to swap a partition back rather than move a second one across."""
+
+    def __init__(self) -> None:
+        self.source_of: dict[TopicPartition, tuple[str, str]] = {}
+        self.by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+
+    def _forget(self, partition: TopicPartition) -> tuple[str, str]:
+        pair = self.source_of.pop(partition)
+        pairs = self.by_topic[partition[0]]
+        moved = pairs[pair]
+        moved.discard(partition)
+        if not moved:
+            del pairs[pair]
+            if not pairs:
+                del self.by_topic[partition[0]]
+        return pair
+
+    def _record(self, partition: TopicPartition, pair: tuple[str, str]) -> None:
+        self.source_of[partition] = pair
+        self.by_topic.setdefault(partition[0], {}).setdefault(pair, JavaHashSet()).add(partition)
+
+    def move(self, partition: TopicPartition, old: str, new: str) -> None:
+        if partition in self.source_of:
+            source, _ = self._forget(partition)
+            if source != new:
+                self._record(partition, (source, new))
+        else:
+            self._record(partition, (old, new))
+
+    def partition_to_move(self, partition: TopicPartition, old: str, new: str) -> TopicPartition:
+        pairs = self.by_topic.get(partition[0])
+        if pairs is None:
+            return partition
+        if partition in self.source_of:
+            old = self.source_of[partition][0]
+        reverse = pairs.get((new, old))
+        return partition if reverse is None else reverse.first()
+
+
+class _Builder:
+    def __init__(self, group: StickyGroup) -> None:
+        self.group = group
+        self.counts = group.counts
+        self.racks = group.racks
+        self.subscribers: dict[str, list[str]] = {topic: [] for topic in group.counts}
+        self.topics_of: dict[str, frozenset[str]] = {}
+        for member_id in group.hash_order:
+            topics = group.members[member_id].topics & group.counts.keys()
+            self.topics_of[member_id] = topics
+            for topic in sorted(topics):
+                self.subscribers[topic].append(member_id)
+        self.current: dict[str, dict[TopicPartition, None]] = {
+            member_id: dict.fromkeys(claims) for member_id, claims in group.owned.items()
+        }
+        self.owner: dict[TopicPartition, str] = {
+            tp: member_id for member_id, claims in self.current.items() for tp in claims
+        }
+        self.topics_held: dict[str, Counter[str]] = {}
+        topic_order = sorted(self.counts, key=lambda t: (len(self.subscribers[t]), t))
+        self.all_partitions = [
+            tp for topic in topic_order for tp in partitions_of(topic, self.counts[topic])
+        ]
+        self.key = {member_id: member_id_key(member_id) for member_id in group.hash_order}
+        self.ranked: list[tuple[int, bytes, str]] = []
+        self.movements = _Movements()
+        self.revocation_required = False
+        self.repairing = False
+        self.previous_owner: dict[TopicPartition, _PreviousOwner] = {}
+
+    # ---------------------------------------------------------------- the ranking (TreeSet)
+    def _rank(self, member_id: str) -> tuple[int, bytes, str]:
+        return (len(self.current[member_id]), self.key[member_id], member_id)
+
+    def _unrank(self, member_id: str) -> None:
+        entry = self._rank(member_id)
+        del self.ranked[bisect.bisect_left(self.ranked, entry)]
+
+    def _least_loaded_subscriber(
+        self, topic: str, *, on_rack_of: TopicPartition | None = None
+    ) -> str | None:
+        for _, _, member_id in self.ranked:
+            if topic in self.topics_of[member_id] and (
+                on_rack_of is None or not self.racks.mismatch(member_id, on_rack_of)
+            ):
+                return member_id
+        return None
+
+    def _give(self, partition: TopicPartition, member_id: str) -> None:
+        self._unrank(member_id)
+        self.current[member_id][partition] = None
+        self.owner[partition] = member_id
+        bisect.insort(self.ranked, self._rank(member_id))
+
+    def _count_topics_held(self) -> None:
+        self.topics_held = {
+            member_id: Counter(tp[0] for tp in held) for member_id, held in self.current.items()
+        }
+
+    # ---------------------------------------------------------------- the steps
+    def run(self) -> dict[str, list[TopicPartition]]:
+        self.remember_previous_owners()
+        assigned = self.keep_owned()
+        unassigned = [tp for tp in self.all_partitions if tp not in assigned]
+        self.ranked = sorted(self._rank(member_id) for member_id in self.current)
+        self.balance(unassigned)
+        return {member_id: sorted(parts) for member_id, parts in self.current.items()}
+
+    def remember_previous_owners(self) -> None:
+        newest = self.group.max_generation
+        for member_id in self.group.hash_order:
+            member = self.group.members[member_id]
+            if member.generation >= newest:
+                continue
+            for partition in dict.fromkeys(member.owned):
+                known = self.previous_owner.get(partition)
+                if known is None or member.generation > known.generation:
+                    self.previous_owner[partition] = _PreviousOwner(member_id, member.generation)
+
+    def keep_owned(self) -> set[TopicPartition]:
+        assigned: set[TopicPartition] = set()
+        for member_id, claims in self.current.items():
+            for partition in list(claims):
+                if partition[0] not in self.topics_of[member_id] or self.racks.mismatch(
+                    member_id, partition
+                ):
+                    del claims[partition]
+                    self.revocation_required = True
+                else:
+                    assigned.add(partition)
+        return assigned
+
+    def balance(self, unassigned: list[TopicPartition]) -> None:
+        initializing = not self.ranked or self.ranked[-1][0] == 0
+        to_assign = unassigned
+        if self.racks.active:
+            to_assign = [
+                tp for tp in unassigned if not self._assign_to_least_loaded(tp, racked=True)
+            ]
+        for partition in to_assign:
+            self._assign_to_least_loaded(partition, racked=False)
+
+        movable_topics = {
+            topic
+            for topic, members in self.subscribers.items()
+            if len(members) >= _MOVABLE_SUBSCRIBERS
+        }
+        reassignable = [tp for tp in self.all_partitions if tp[0] in movable_topics]
+        unassigned = [tp for tp in unassigned if tp[0] in movable_topics]
+        fixed = {
+            member_id: self.current.pop(member_id)
+            for member_id in self.group.hash_order
+            if not self._can_change(member_id, movable_topics)
+        }
+        for member_id in fixed:
+            self.ranked.remove(self._rank_of_fixed(member_id, fixed))
+        before = {member_id: dict(parts) for member_id, parts in self.current.items()}
+        owner_before = dict(self.owner)
+        self._count_topics_held()
+
+        if not self.revocation_required:
+            self.perform_reassignments(unassigned)
+        moved = self.perform_reassignments(reassignable)
+        if (
+            not initializing
+            and moved
+            and _balance_score(self.current.values()) >= _balance_score(before.values())
+        ):
+            self.current = before
+            self.owner = owner_before
+        else:
+            self.repair_unsubscribed(reassignable)
+        self.current.update(fixed)
+
+    def repair_unsubscribed(self, reassignable: list[TopicPartition]) -> None:
+        """Where Kafka would answer with a partition held by a non-subscriber, rebalance it.
+
+        Such partitions go to the least loaded subscriber, and the balancing loop runs again,
+        this time returning partitions only to previous owners that subscribe them.
+        """
+        stray = [tp for tp in reassignable if tp[0] not in self.topics_of[self.owner[tp]]]
+        if not stray:
+            return
+        for partition in stray:
+            holder = self.owner[partition]
+            self._unrank(holder)
+            del self.current[holder][partition]
+            self.topics_held[holder][partition[0]] -= 1
+            bisect.insort(self.ranked, self._rank(holder))
+            target = self._least_loaded_subscriber(partition[0])
+            assert target is not None  # noqa: S101 - a reassignable topic has 2+ subscribers
+            self._give(partition, target)
+            self.topics_held[target][partition[0]] += 1
+        self.repairing = True
+        self.perform_reassignments(reassignable)
+
+    def _rank_of_fixed(
+        self, member_id: str, fixed: dict[str, dict[TopicPartition, None]]
+    ) -> tuple[int, bytes, str]:
+        return (len(fixed[member_id]), self.key[member_id], member_id)
+
+    def _assign_to_least_loaded(self, partition: TopicPartition, *, racked: bool) -> bool:
+        member_id = self._least_loaded_subscriber(
+            partition[0], on_rack_of=partition if racked else None
+        )
+        if member_id is None:
+            return False
+        self._give(partition, member_id)
+        return True
+
+    def _capacity(self, member_id: str) -> int:
+        return sum(self.counts[topic] for topic in self.topics_of[member_id])
+
+    def _can_change(self, member_id: str, movable_topics: set[str]) -> bool:
+        held = self.current[member_id]
+        if len(held) < self._capacity(member_id):
+            return True
+        return any(tp[0] in movable_topics for tp in held)
+
+    def perform_reassignments(self, partitions: list[TopicPartition]) -> bool:
+        performed = False
+        modified = True
+        while modified:
+            modified = False
+            for partition in partitions:
+                if self.is_balanced():
+                    break
+                holder = self.owner[partition]
+                held = len(self.current[holder])
+                previous = self._previous_owner(partition)
+                if previous is not None and held > len(self.current[previous]) + 1:
+                    self.reassign(partition, previous)
+                    performed = modified = True
+                    continue
+                if any(
+                    held > len(self.current[other]) + 1 for other in self.subscribers[partition[0]]
+                ):
+                    target = self._least_loaded_subscriber(partition[0])
+                    assert target is not None  # noqa: S101 - the topic has a subscriber below holder
+                    self.reassign(partition, target)
+                    performed = modified = True
+        return performed
+
+    def _previous_owner(self, partition: TopicPartition) -> str | None:
+        # Kafka moves a partition back to its previous owner even when that member no longer
+        # subscribes the topic; later moves often take it on to a subscriber, so we follow
+        # Kafka here and repair what is left at the end (``repair_unsubscribed``). A previous
+        # owner that was set aside makes Kafka throw a NullPointerException; we skip it.
+        previous = self.previous_owner.get(partition)
+        if previous is None or previous.member_id not in self.current:
+            return None
+        if self.repairing and partition[0] not in self.topics_of[previous.member_id]:
+            return None
+        return previous.member_id
+
+    def reassign(self, partition: TopicPartition, new_owner: str) -> None:
+        partition = self.movements.partition_to_move(partition, self.owner[partition], new_owner)
+        old_owner = self.owner[partition]
+        self._unrank(old_owner)
+        self._unrank(new_owner)
+        self.movements.move(partition, old_owner, new_owner)
+        del self.current[old_owner][partition]
+        self.current[new_owner][partition] = None
+        self.topics_held[old_owner][partition[0]] -= 1
+        self.topics_held[new_owner][partition[0]] += 1
+        self.owner[partition] = new_owner
+        bisect.insort(self.ranked, self._rank(new_owner))
+        bisect.insort(self.ranked, self._rank(old_owner))
+
+    def is_balanced(self) -> bool:
+        if self.ranked[0][0] >= self.ranked[-1][0] - 1:
+            return True
+        busiest_holder: dict[str, int] = {}
+        for member_id, held in self.current.items():
+            size = len(held)
+            for topic, count in self.topics_held[member_id].items():
+                if count and size > busiest_holder.get(topic, -1):
+                    busiest_holder[topic] = size
+        for size, _, member_id in self.ranked:
+            if size == self._capacity(member_id):
+                continue
+            for topic in self.topics_of[member_id]:
+                if size + 1 < busiest_holder.get(topic, -1):
+                    return False
+        return True
+
+
+def _balance_score(assignments: Iterable[dict[TopicPartition, None]]) -> int:
+    """Sum of |a - b| over all pairs of members' partition counts."""
+    sizes = sorted(len(parts) for parts in assignments)
+    count = len(sizes)
+    return sum(size * (2 * index - count + 1) for index, size in enumerate(sizes))
+
+
+def assign_general(group: StickyGroup) -> dict[str, list[TopicPartition]]:
+    """The general path's assignment."""
+    return _Builder(group).run()

@@ -1,0 +1,204 @@
+"""What both sticky paths start from: validated claims, the path choice, and rack information.
+
+Kafka's ``AbstractStickyAssignor`` first walks the members (in Java hash order of their ids,
+see ``_javahash``) and settles their claims on previously owned partitions:
+
+- a claim on a topic that nobody subscribes, that has no partitions, or on a partition number
+  the topic does not have, is dropped (Kafka cannot see the last kind; we refuse to keep a
+  partition that does not exist);
+- the first claim on a partition stands; a later claim by a member of the *same* generation
+  invalidates the partition for both (it joins ``multiply_claimed`` and neither keeps it); a
+  later claim of a *higher* generation takes it over; a lower one is ignored.
+
+Subscriptions are "all equal" when every member subscribes the same topic set (topics without
+partitions count); that selects the constrained path, else the general one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter, lt
+
+from client_balance.keys import TopicPartition
+from client_balance.strategies._base import Member, PartitionRacks, sorted_members
+from client_balance.strategies._javahash import java_hash_order
+from client_balance.strategies._racks import use_rack_aware
+
+__all__ = ["StickyGroup", "StickyRacks", "member_id_key"]
+
+
+def member_id_key(member_id: str) -> bytes:
+    """Java ``String.compareTo`` order of member ids (UTF-16 code units)."""
+    return member_id.encode("utf-16-be")
+
+
+@dataclass(frozen=True, slots=True)
+class StickyRacks:
+    """Rack information of the sticky assignors; empty maps when rack-aware assignment is off."""
+
+    member_rack: Mapping[str, str] = field(default_factory=dict)
+    partition_racks: Mapping[TopicPartition, frozenset[str]] = field(default_factory=dict)
+    rack_members: Mapping[TopicPartition, int] = field(default_factory=dict)
+    """Partition -> how many members sit on its replicas' racks (rack-aware only)."""
+
+    @classmethod
+    def of(
+        cls,
+        members: Sequence[Member],
+        counts: Mapping[str, int],
+        partition_racks: PartitionRacks | None,
+    ) -> StickyRacks:
+        """Kafka's rack switch (KIP-881) applied to the subscribed partitions."""
+        racked = [member for member in members if member.rack]
+        if not racked or not partition_racks:
+            return cls()
+        all_partitions = [
+            TopicPartition(topic, number)
+            for topic, count in counts.items()
+            for number in range(count)
+        ]
+        if not use_rack_aware([member.rack for member in racked], partition_racks, all_partitions):
+            return cls()
+        members_per_rack: dict[str, int] = {}
+        for member in racked:
+            assert member.rack is not None  # noqa: S101 - filtered above; narrows the type
+            members_per_rack[member.rack] = members_per_rack.get(member.rack, 0) + 1
+        racks = {tp: partition_racks.get(tp, frozenset()) for tp in all_partitions}
+        return cls(
+            member_rack={member.id: member.rack for member in racked if member.rack},
+            partition_racks=racks,
+            rack_members={
+                tp: sum(members_per_rack.get(rack, 0) for rack in tp_racks)
+                for tp, tp_racks in racks.items()
+            },
+        )
+
+    @property
+    def active(self) -> bool:
+        """Whether rack-aware assignment is on."""
+        return bool(self.member_rack)
+
+    def mismatch(self, member_id: str, partition: TopicPartition) -> bool:
+        """The member has a rack and the partition has no replica on it."""
+        rack = self.member_rack.get(member_id)
+        return rack is not None and rack not in self.partition_racks.get(partition, ())
+
+    def by_rack_members(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Partitions with the fewest members on their racks first (stable)."""
+        if not self.rack_members:
+            return partitions
+        return sorted(partitions, key=lambda tp: self.rack_members.get(tp, 0))
+
+    def next_on_rack(self, partition: TopicPartition, member_ids: Sequence[str], start: int) -> int:
+        """Index of the first member at or cyclically after ``start`` on a replica's rack, or -1."""
+        racks = self.partition_racks.get(partition)
+        if not racks:
+            return -1
+        size = len(member_ids)
+        for step in range(size):
+            index = (start + step) % size
+            if self.member_rack.get(member_ids[index]) in racks:
+                return index
+        return -1
+
+
+@dataclass(slots=True)
+class StickyGroup:
+    """The members and their settled claims, ready for one of the two paths."""
+
+    counts: dict[str, int]
+    members: dict[str, Member]
+    hash_order: list[str]
+    """Member ids in the order Java iterates its ``HashMap`` of subscriptions."""
+    owned: dict[str, list[TopicPartition]]
+    """Each member's valid, distinct claims, after conflicts are settled."""
+    multiply_claimed: set[TopicPartition]
+    max_generation: int
+    subscriptions_equal: bool
+    racks: StickyRacks
+
+    @classmethod
+    def settle(
+        cls,
+        counts: dict[str, int],
+        members: Sequence[Member],
+        partition_racks: PartitionRacks | None,
+    ) -> StickyGroup:
+        """Order the members as Java would and settle their claims."""
+        ordered = sorted_members_by_id(members)
+        by_id = {member.id: member for member in ordered}
+        hash_order = java_hash_order([member.id for member in ordered])
+        limits = defaultdict(int, counts)
+        owned = {member_id: _existing(by_id[member_id].owned, limits) for member_id in hash_order}
+        every_claim: set[TopicPartition] = set()
+        for claims in owned.values():
+            every_claim.update(claims)
+        multiply_claimed: set[TopicPartition] = set()
+        if len(every_claim) < sum(map(len, owned.values())):
+            owned, multiply_claimed = _settle_rival_claims(by_id, hash_order, owned)
+        first_topics = by_id[hash_order[0]].topics if hash_order else frozenset()
+        return cls(
+            counts=counts,
+            members=by_id,
+            hash_order=hash_order,
+            owned=owned,
+            multiply_claimed=multiply_claimed,
+            max_generation=max((member.generation for member in ordered), default=-1),
+            subscriptions_equal=all(member.topics == first_topics for member in ordered),
+            racks=StickyRacks.of(ordered, counts, partition_racks),
+        )
+
+
+def _settle_rival_claims(
+    by_id: Mapping[str, Member],
+    hash_order: Sequence[str],
+    claims_of: Mapping[str, list[TopicPartition]],
+) -> tuple[dict[str, list[TopicPartition]], set[TopicPartition]]:
+    """Kafka's rules for partitions claimed by more than one member (module docstring)."""
+    owned: dict[str, dict[TopicPartition, None]] = {}
+    multiply_claimed: set[TopicPartition] = set()
+    claimed_by: dict[TopicPartition, str] = {}
+    for member_id in hash_order:
+        generation = by_id[member_id].generation
+        claims = owned[member_id] = dict.fromkeys(claims_of[member_id])
+        for partition in list(claims):
+            rival = claimed_by.get(partition)
+            claimed_by[partition] = member_id
+            if rival is None:
+                continue
+            rival_generation = by_id[rival].generation
+            if generation == rival_generation:
+                multiply_claimed.add(partition)
+                owned[rival].pop(partition, None)
+                del claims[partition]
+            elif generation > rival_generation:
+                owned[rival].pop(partition, None)
+            else:
+                del claims[partition]
+                claimed_by[partition] = rival
+    return {member_id: list(claims) for member_id, claims in owned.items()}, multiply_claimed
+
+
+def sorted_members_by_id(members: Sequence[Member]) -> list[Member]:
+    """Members by id in Java order (sticky ignores instance ids); duplicate ids are refused."""
+    sorted_members(members)  # only for its duplicate-id check
+    return sorted(members, key=lambda member: member_id_key(member.id))
+
+
+def _existing(
+    partitions: Sequence[TopicPartition], limits: defaultdict[str, int]
+) -> list[TopicPartition]:
+    """The distinct partitions that exist among the subscribed topics, in the order given.
+
+    ``limits`` maps each subscribed topic to its partition count (0 for any other topic). The
+    check runs in C over whole lists, since a rebalance of a million partitions passes here.
+    """
+    if not partitions:
+        return []
+    numbers = list(map(itemgetter(1), partitions))
+    topics_limits = map(limits.__getitem__, map(itemgetter(0), partitions))
+    if min(numbers) >= 0 and all(map(lt, numbers, topics_limits)):
+        return list(dict.fromkeys(partitions))
+    return list(dict.fromkeys(tp for tp in partitions if 0 <= tp[1] < limits[tp[0]]))

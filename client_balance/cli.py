@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from client_balance import admin
+from client_balance import _simulate, admin
 from client_balance.broker import (
     DEFAULT_KAFKA_VERSION,
     LocalKafka,
@@ -27,7 +27,8 @@ from client_balance.broker import (
     kafka_home,
     stop_pid,
 )
-from client_balance.errors import ClientBalanceError
+from client_balance.errors import ClientBalanceError, ConfigError
+from client_balance.strategies import DEFAULT_STRATEGY, get_strategy, strategy_names
 
 __all__ = ["main", "run"]
 
@@ -85,7 +86,80 @@ def _parser() -> argparse.ArgumentParser:
     status = actions.add_parser("status", help="is the detached broker running, and where")
     status.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
     status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
+
+    _add_simulate_parser(commands)
     return parser
+
+
+class _AppendChange(argparse.Action):
+    """Collect --then-remove and --then-add into one list, so their order survives."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        # A fresh list each time: argparse shares the default list between both options.
+        changes = [*getattr(namespace, self.dest), (self.const, values)]
+        setattr(namespace, self.dest, changes)
+
+
+def _add_simulate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="print the assignment tables a strategy gives, round by round",
+        description=(
+            "Compute the partition assignment of a group with a registered strategy and show\n"
+            "how it changes as members leave and join, with moved partitions marked."
+        ),
+        epilog=(
+            "example: client-balance simulate --topics Order:7,Stock:5 --members C1,C2,C3 "
+            f"--strategy range --then-remove C3\n\n{_simulate.DEFINITIONS}"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    simulate.add_argument(
+        "--topics", required=True, metavar="TOPIC:PARTITIONS,...", help="e.g. Order:7,Stock:5"
+    )
+    simulate.add_argument(
+        "--members",
+        required=True,
+        metavar="MEMBER[=TOPIC+TOPIC],...",
+        help="the first round's members, e.g. C1,C2,C3 or C1=Order,C2=Order+Stock,C3 "
+        "(no '=' subscribes every topic)",
+    )
+    choice = simulate.add_mutually_exclusive_group()
+    choice.add_argument(
+        "--strategy",
+        default=DEFAULT_STRATEGY,
+        help=f"a registered strategy: {', '.join(strategy_names())} (default {DEFAULT_STRATEGY})",
+    )
+    choice.add_argument(
+        "--compare",
+        action="store_true",
+        help="every registered strategy side by side: counts, balance and moves per round",
+    )
+    simulate.add_argument(
+        "--then-remove",
+        dest="changes",
+        action=_AppendChange,
+        const="remove",
+        default=[],
+        metavar="MEMBER,...",
+        help="one more round without these members (repeatable; a comma list leaves together)",
+    )
+    simulate.add_argument(
+        "--then-add",
+        dest="changes",
+        action=_AppendChange,
+        const="add",
+        default=[],
+        metavar="MEMBER[=TOPIC+TOPIC],...",
+        help="one more round with these members added (repeatable; a comma list joins together)",
+    )
+    simulate.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
@@ -192,6 +266,25 @@ def _broker_status(args: argparse.Namespace) -> int:
     return EXIT_OK if answers else EXIT_FAILED
 
 
+def _simulate_command(args: argparse.Namespace) -> int:
+    try:
+        plan = _simulate.plan_simulation(args.topics, args.members, args.changes)
+        names = strategy_names() if args.compare else (args.strategy,)
+        strategies = [get_strategy(name) for name in names]
+    except ConfigError as error:
+        _say(f"client-balance simulate: error: {error}")
+        return EXIT_USAGE
+    results = {strategy.name: _simulate.simulate(plan, strategy) for strategy in strategies}
+    if args.json:
+        print(json.dumps(_simulate.simulation_to_json(plan, results), indent=2))
+    elif args.compare:
+        print(_simulate.render_comparison(plan, results))
+    else:
+        [(name, rounds)] = results.items()
+        print(_simulate.render_rounds(plan, name, rounds))
+    return EXIT_OK
+
+
 _BROKER_ACTIONS = {
     "fetch": _broker_fetch,
     "start": _broker_start,
@@ -211,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "broker":
             return _BROKER_ACTIONS[args.action](args)
+        if args.command == "simulate":
+            return _simulate_command(args)
     except ClientBalanceError as error:
         _say(f"error: {error}")
         return EXIT_FAILED

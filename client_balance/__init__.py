@@ -5,6 +5,14 @@ A worker states its topics, how many nodes the group has (``source_count``) and 
 resumes where the group left off. No broker-side group rebalance ever runs.
 """
 
+from client_balance._results import (
+    ConfirmResult,
+    ConsumeResult,
+    NodeContext,
+    OffsetInfo,
+    PartitionMeta,
+)
+from client_balance.consumer import Assigner, Batch, ClientBalanceConsumer
 from client_balance.errors import (
     BrokerError,
     BrokerFetchError,
@@ -13,10 +21,13 @@ from client_balance.errors import (
     ClientBalanceError,
     ConfigError,
     DuplicateNodeIdError,
+    GroupInUseError,
     InconsistentSourceCountError,
+    InvalidConfirmContextError,
     InvalidOffsetError,
     InvalidPartitionKeyError,
     KafkaClientError,
+    NoMessageError,
     NotStartedError,
     PartitionNotFoundError,
     PartitionOccupiedError,
@@ -30,20 +41,31 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RESUME_OFFSET",
+    "Assigner",
+    "Batch",
     "BrokerError",
     "BrokerFetchError",
     "BrokerStartError",
     "BrokerToolMissingError",
+    "ClientBalanceConsumer",
     "ClientBalanceError",
     "ClientBalanceSettings",
     "ConfigError",
+    "ConfirmResult",
+    "ConsumeResult",
     "DuplicateNodeIdError",
+    "GroupInUseError",
     "InconsistentSourceCountError",
+    "InvalidConfirmContextError",
     "InvalidOffsetError",
     "InvalidPartitionKeyError",
     "KafkaClientError",
+    "NoMessageError",
+    "NodeContext",
     "NotStartedError",
+    "OffsetInfo",
     "PartitionKey",
+    "PartitionMeta",
     "PartitionNotFoundError",
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",

@@ -19,7 +19,7 @@ from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
-__all__ = ["cluster_answers", "create_topics", "wait_for_group_coordinator"]
+__all__ = ["cluster_answers", "create_topics", "group_members", "wait_for_group_coordinator"]
 
 _PROBE_GROUP = "__client_balance_probe"
 
@@ -59,6 +59,26 @@ def cluster_answers(
         if time.monotonic() > deadline or not keep_waiting():
             return False
         time.sleep(0.05)
+
+
+def group_members(
+    bootstrap_servers: str,
+    group_id: str,
+    *,
+    timeout_s: float = 10.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> list[str]:
+    """Member ids of ``group_id``'s ``subscribe()`` members (client-balanced ones never join).
+
+    A group that does not exist yet has none.
+    """
+    admin = _admin(bootstrap_servers, kafka)
+    futures = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)
+    try:
+        description = futures[group_id].result(timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"describing group {group_id!r}") from error
+    return sorted(member.member_id for member in description.members)
 
 
 def wait_for_group_coordinator(

@@ -7,8 +7,13 @@ survives pickling (Spark ships exceptions between processes)::
     ClientBalanceError                      .code
     ├── ConfigError (also ValueError)       400  bad settings or arguments
     │   ├── InvalidPartitionKeyError        400  a partition key that does not parse
-    │   └── InvalidOffsetError              400  a bootstrap offset outside what is allowed
+    │   ├── InvalidOffsetError              400  a bootstrap offset outside what is allowed
+    │   └── InvalidConfirmContextError      400  a confirm context malformed, stale or foreign
     ├── NotStartedError                     420  the consumer is not started or is shut down
+    ├── NoMessageError                      406  no partition registered
+    │                                       407  every partition is waiting for data
+    │                                       408  every partition has a batch out unconfirmed
+    ├── GroupInUseError                          the group id also has subscribe() members
     ├── PartitionNotFoundError              404  a key outside the partition meta set
     ├── PartitionOccupiedError              410  another live member holds the partition
     ├── TooFrequentError                    421  retried too soon after a 410
@@ -38,10 +43,13 @@ __all__ = [
     "ClientBalanceError",
     "ConfigError",
     "DuplicateNodeIdError",
+    "GroupInUseError",
     "InconsistentSourceCountError",
+    "InvalidConfirmContextError",
     "InvalidOffsetError",
     "InvalidPartitionKeyError",
     "KafkaClientError",
+    "NoMessageError",
     "NotStartedError",
     "PartitionNotFoundError",
     "PartitionOccupiedError",
@@ -99,6 +107,34 @@ class InvalidOffsetError(ConfigError):
     def __init__(self, message: str, *, offset: object) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+class InvalidConfirmContextError(ConfigError):
+    """A confirm context that does not parse, or names no batch that is out right now."""
+
+    def __init__(self, message: str, *, context: object) -> None:
+        super().__init__(message)
+        self.context = context
+
+
+class NoMessageError(ClientBalanceError):
+    """``get_message`` found no batch in time; ``.code`` says why (406, 407 or 408)."""
+
+    NO_PARTITION = 406
+    ALL_WAITING = 407
+    ALL_IN_USE = 408
+
+    def __init__(self, message: str, *, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class GroupInUseError(ClientBalanceError):
+    """Members that ``subscribe()`` use this group id, so Kafka rejects our commits."""
+
+    def __init__(self, message: str, *, group_id: str) -> None:
+        super().__init__(message)
+        self.group_id = group_id
 
 
 class NotStartedError(ClientBalanceError):

@@ -1,0 +1,529 @@
+"""The one place that drives confluent-kafka's ``Consumer``.
+
+One fetch thread owns the ``Consumer``'s data path: it alone calls ``consume``, ``assign``,
+``incremental_assign``/``incremental_unassign``, ``pause``/``resume`` and ``commit``. Other
+threads queue commands for it and wait for their result, so no message fetched before a
+partition was released or rewound can reach a buffer afterwards. Queries that touch no fetch
+state (metadata, committed offsets, watermarks) would be safe in the calling thread;
+librdkafka is thread-safe for those in principle, but a ``get_watermark_offsets`` made while another
+thread sits in ``consume()`` never returns (confluent-kafka 2.16.1, seen here), so every call
+on the ``Consumer`` goes through the fetch thread.
+
+Per partition the fetcher keeps a buffer of fetched messages and at most one batch out
+(``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
+application catches up. Positions are Kafka's "next message to read"; only confirmed
+positions are ever committed, so delivery is at least once and a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import structlog
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance._kafka_errors import from_kafka_exception
+from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["Batch", "Fetcher", "PartitionLayout", "StartChooser"]
+
+_log = structlog.get_logger("client_balance.fetch")
+
+StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
+"""(partition, committed or None, low, high) -> (start offset, commit it now)."""
+_T = TypeVar("_T")
+
+_IDLE_WAIT_S = 0.5
+_CONSUME_WAIT_S = 0.05
+# Commits that fail with these mean someone subscribe()s with our group id.
+_GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE
+# Re-commit unchanged positions this often: Kafka expires a simple group's offsets 7 days
+# after their last commit, which would silently reset an idle partition.
+_RECOMMIT_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLayout:
+    """A topic's partitions as metadata reports them: leader per partition (-1 = none)."""
+
+    leaders: tuple[int, ...]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Batch:
+    """One batch handed out: messages (filters applied), its range, and its token."""
+
+    partition: TopicPartition
+    token: int
+    start: int
+    end: int
+    messages: list[Message]
+    high: int | None
+
+
+@dataclass(slots=True)
+class _Held:
+    partition: TopicPartition
+    filters: frozenset[str] | None
+    confirmed: int
+    committed: int | None
+    buffer: deque[Message] = field(default_factory=deque)
+    batch: Batch | None = None
+    paused: bool = False
+    releasing: bool = False
+    rewinding: bool = False
+    high: int | None = None
+    updated_s: float = field(default_factory=time.time)
+
+
+class Fetcher:
+    """The confluent-kafka ``Consumer`` behind a client-balanced consumer (module docstring)."""
+
+    def __init__(self, settings: ClientBalanceSettings) -> None:
+        self._settings = settings
+        self._batch_max = settings.batch_max_messages
+        self._buffer_max = 2 * settings.batch_max_messages
+        self._filter_header = settings.filter_header
+        self._timeout_s = settings.request_timeout_s
+        self._consumer = Consumer(
+            {
+                "session.timeout.ms": 10_000,  # bounds how long a commit waits for a coordinator
+                **settings.consumer_config(),
+                "error_cb": self._on_kafka_error,
+            }
+        )
+        self._lock = threading.Condition()
+        self._held: dict[TopicPartition, _Held] = {}
+        self._ready: deque[TopicPartition] = deque()
+        self._commands: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._tokens = itertools.count(1)
+        self._failure: ClientBalanceError | None = None
+        self._last_flush_s = time.monotonic()
+        self._last_recommit_s = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ queries (any thread)
+    def layouts(self, topics: Iterable[str]) -> dict[str, PartitionLayout]:
+        """Partition leaders per topic; a topic Kafka does not know has no partitions."""
+        try:
+            metadata = self._call(lambda: self._consumer.list_topics(timeout=self._timeout_s))
+        except KafkaException as error:
+            raise from_kafka_exception(error, "querying metadata") from error
+        layouts = {}
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or (found.error is not None and not found.partitions):
+                reason = None if found is None else str(found.error)
+                layouts[topic] = PartitionLayout((), reason)
+                continue
+            count = max(found.partitions) + 1 if found.partitions else 0
+            leaders = [-1] * count
+            for number, partition in found.partitions.items():
+                leaders[number] = -1 if partition.error is not None else partition.leader
+            layouts[topic] = PartitionLayout(tuple(leaders))
+        return layouts
+
+    # ------------------------------------------------------------------ holding partitions
+    def held(self) -> set[TopicPartition]:
+        """The partitions currently held."""
+        with self._lock:
+            return set(self._held)
+
+    def hold(
+        self,
+        requests: Mapping[TopicPartition, frozenset[str] | None],
+        choose_start: StartChooser,
+    ) -> dict[TopicPartition, int]:
+        """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
+
+        All of it runs as one step of the fetch thread: watermarks, one committed-offsets
+        query, one commit of the starts that must be committed, one ``incremental_assign``.
+        Returns each partition's start.
+        """
+        wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
+        if not wanted:
+            return {}
+        return self._call(lambda: self._hold(wanted, choose_start))
+
+    def _hold(
+        self,
+        wanted: Mapping[TopicPartition, frozenset[str] | None],
+        choose_start: StartChooser,
+    ) -> dict[TopicPartition, int]:
+        consumer = self._consumer
+        try:
+            ranges = {
+                tp: consumer.get_watermark_offsets(
+                    KafkaTopicPartition(tp.topic, tp.partition), timeout=self._timeout_s
+                )
+                for tp in wanted
+            }
+            answers = consumer.committed(
+                [KafkaTopicPartition(tp.topic, tp.partition) for tp in wanted],
+                timeout=self._timeout_s,
+            )
+        except KafkaException as error:
+            raise from_kafka_exception(error, "reading offsets to start from") from error
+        committed = {
+            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+            for tp in answers
+        }
+        states, to_commit = [], []
+        for partition, filters in wanted.items():
+            low, high = ranges[partition]
+            start, commit_now = choose_start(partition, committed.get(partition), low, high)
+            state = _Held(partition, filters, confirmed=start, committed=committed.get(partition))
+            state.high = high
+            states.append(state)
+            if commit_now:
+                to_commit.append(state)
+        if to_commit:
+            self._commit_now(to_commit)
+        with self._lock:
+            for state in states:
+                self._held[state.partition] = state
+        consumer.incremental_assign(
+            [
+                KafkaTopicPartition(s.partition.topic, s.partition.partition, s.confirmed)
+                for s in states
+            ]
+        )
+        return {state.partition: state.confirmed for state in states}
+
+    def release(self, partition: TopicPartition, wait_s: float) -> None:
+        """Stop fetching ``partition``: wait up to ``wait_s`` for its batch, commit, unassign.
+
+        A batch still out after ``wait_s`` is rolled back: its messages come again to whoever
+        holds the partition next, and a late confirm of it is refused.
+        """
+        with self._lock:
+            state = self._held.get(partition)
+            if state is None:
+                return
+            state.releasing = True
+            deadline = time.monotonic() + wait_s
+            while state.batch is not None and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+            state.batch = None
+        try:
+            if state.committed != state.confirmed:
+                self._call(lambda: self._commit_now([state]))
+        finally:
+            with self._lock:
+                self._held.pop(partition, None)
+            self._call(lambda: self._unassign(partition))
+
+    def offsets(self) -> list[tuple[TopicPartition, int, int | None, int | None, float]]:
+        """(partition, confirmed, committed, high, updated) for every held partition."""
+        with self._lock:
+            return [
+                (s.partition, s.confirmed, s.committed, s.high, s.updated_s)
+                for s in self._held.values()
+            ]
+
+    # ------------------------------------------------------------------ batches
+    def take_batch(self, timeout_s: float) -> Batch | int:
+        """The next batch, round robin over partitions; else why not (406/407/408)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while True:
+                self._raise_failure()
+                while self._ready:
+                    partition = self._ready.popleft()
+                    state = self._held.get(partition)
+                    if (
+                        state is not None
+                        and state.buffer
+                        and not (state.batch or state.releasing or state.rewinding)
+                    ):
+                        return self._hand_out(state)
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping.is_set():
+                    return self._why_nothing()
+                self._lock.wait(left)
+
+    def settle(
+        self, partition: TopicPartition, token: int, consumed: bool
+    ) -> tuple[int, bool] | None:
+        """Confirm or roll back the batch ``token``; None if it is not out any more.
+
+        Returns the confirmed position and whether it is committed already.
+        """
+        with self._lock:
+            state = self._held.get(partition)
+            if state is None or state.batch is None or state.batch.token != token:
+                return None
+            batch, state.batch = state.batch, None
+            state.updated_s = time.time()
+            if consumed:
+                state.confirmed = batch.end
+                if state.buffer and not state.releasing:
+                    self._ready.append(partition)
+            else:
+                state.buffer.clear()
+                state.rewinding = True  # nothing fetched before the rewind may be buffered
+            self._lock.notify_all()
+        if not consumed:
+            self._call(lambda: self._rewind(state, batch.start))
+            return state.confirmed, state.committed == state.confirmed
+        if self._settings.commit == "sync":
+            self._call(lambda: self._commit_now([state]))
+            return batch.end, True
+        if state.paused and len(state.buffer) < self._batch_max:
+            self._submit(lambda: self._resume(state))
+        return batch.end, False
+
+    def _hand_out(self, state: _Held) -> Batch:
+        buffer = state.buffer
+        count = min(len(buffer), self._batch_max)
+        taken: list[Any] = [buffer.popleft() for _ in range(count)]
+        end = taken[-1].offset() + 1
+        messages = taken if state.filters is None else [m for m in taken if self._keep(m, state)]
+        state.batch = Batch(
+            state.partition, next(self._tokens), state.confirmed, end, messages, state.high
+        )
+        if state.paused and len(buffer) < self._batch_max:
+            self._submit(lambda: self._resume(state))
+        return state.batch
+
+    def _keep(self, message: Any, state: _Held) -> bool:
+        assert state.filters is not None  # noqa: S101 - only called for filtered partitions
+        for name, value in message.headers() or ():
+            if name == self._filter_header:
+                text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+                return text in state.filters
+        return False
+
+    def _why_nothing(self) -> int:
+        if not self._held:
+            return 406
+        if all(state.batch is not None for state in self._held.values()):
+            return 408
+        return 407
+
+    # ------------------------------------------------------------------ commits
+    def flush(self) -> None:
+        """Commit every confirmed position not yet committed."""
+        self._call(self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            due = [s for s in self._held.values() if s.committed != s.confirmed]
+        if due:
+            self._commit_now(due)
+
+    def _commit_now(self, states: list[_Held]) -> None:
+        offsets = [
+            KafkaTopicPartition(s.partition.topic, s.partition.partition, s.confirmed)
+            for s in states
+        ]
+        positions = [s.confirmed for s in states]
+        try:
+            answers = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            raise self._commit_error(error) from error
+        failed = [tp for tp in answers or () if tp.error is not None]
+        if failed:
+            raise self._commit_error(KafkaException(failed[0].error))
+        with self._lock:
+            for state, position in zip(states, positions, strict=True):
+                state.committed = position
+
+    def _commit_error(self, error: KafkaException) -> ClientBalanceError:
+        mapped = from_kafka_exception(error, "committing offsets")
+        if mapped.kafka_code in _GROUP_IN_USE_CODES:
+            group = self._settings.group_id
+            return GroupInUseError(
+                f"group {group!r} has members that subscribe(); Kafka rejects the commits of "
+                f"client-balanced consumers then ({mapped.kafka_name}). Use a group id that is "
+                "never used with subscribe()",
+                group_id=group,
+            )
+        return mapped
+
+    # ------------------------------------------------------------------ the fetch thread
+    def _submit(self, action: Callable[[], _T]) -> Future[_T]:
+        future: Future[_T] = Future()
+        self._commands.append((action, future))
+        self._wake.set()
+        return future
+
+    def _call(self, action: Callable[[], _T]) -> _T:
+        if threading.current_thread() is self._thread:
+            return action()
+        if not self._thread.is_alive():
+            raise KafkaClientError(
+                "the fetch thread has stopped", kafka_code=-1, kafka_name="STOPPED"
+            )
+        return self._submit(action).result()
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        while not self._stopping.is_set():
+            self._serve_commands()
+            self._flush_on_interval()
+            with self._lock:
+                fetching = any(not s.paused for s in self._held.values())
+            if not fetching:
+                self._wake.wait(_IDLE_WAIT_S)
+                self._wake.clear()
+                continue
+            try:
+                messages = consumer.consume(num_messages=self._batch_max, timeout=_CONSUME_WAIT_S)
+            except KafkaException as error:
+                _log.warning("consume failed", error=str(error))
+                continue
+            if messages:
+                self._distribute(messages)
+        self._serve_commands()
+
+    def _serve_commands(self) -> None:
+        while self._commands:
+            action, future = self._commands.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(action())
+            except BaseException as error:
+                future.set_exception(error)
+
+    def _flush_on_interval(self) -> None:
+        now = time.monotonic()
+        if (
+            self._settings.commit == "interval"
+            and now - self._last_flush_s >= self._settings.commit_interval_s
+        ):
+            self._last_flush_s = now
+            try:
+                if now - self._last_recommit_s >= _RECOMMIT_EVERY_S:
+                    self._last_recommit_s = now
+                    with self._lock:
+                        states = list(self._held.values())
+                    if states:
+                        self._commit_now(states)
+                else:
+                    self._flush()
+            except GroupInUseError as error:
+                self._fail(error)
+            except KafkaClientError as error:
+                _log.warning("commit failed; will retry", error=str(error))
+
+    def _distribute(self, messages: list[Any]) -> None:
+        to_pause = []
+        with self._lock:
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        _log.warning("fetch error", error=str(error), topic=message.topic())
+                    continue
+                state = self._held.get(TopicPartition(message.topic(), message.partition()))
+                if state is None or state.releasing or state.rewinding:
+                    continue
+                if not state.buffer and state.batch is None:
+                    self._ready.append(state.partition)
+                state.buffer.append(message)
+                if len(state.buffer) >= self._buffer_max and not state.paused:
+                    state.paused = True
+                    to_pause.append(state.partition)
+            self._lock.notify_all()
+        if to_pause:
+            self._consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in to_pause])
+
+    def _resume(self, state: _Held) -> None:
+        with self._lock:
+            if not state.paused or state.partition not in self._held:
+                return
+            state.paused = False
+        tp = KafkaTopicPartition(state.partition.topic, state.partition.partition)
+        self._consumer.resume([tp])
+
+    def _rewind(self, state: _Held, position: int) -> None:
+        tp = KafkaTopicPartition(state.partition.topic, state.partition.partition)
+        self._consumer.incremental_unassign([tp])
+        with self._lock:
+            state.buffer.clear()
+            state.paused = False
+            state.rewinding = False
+        if state.partition in self._held:
+            self._consumer.incremental_assign(
+                [KafkaTopicPartition(tp.topic, tp.partition, position)]
+            )
+
+    def _unassign(self, partition: TopicPartition) -> None:
+        tp = KafkaTopicPartition(partition.topic, partition.partition)
+        with contextlib.suppress(KafkaException):  # it was never assigned, or already gone
+            self._consumer.incremental_unassign([tp])
+
+    def refresh_highs(self) -> None:
+        """Update each held partition's high watermark from the client's cache (no I/O)."""
+        self._call(self._refresh_highs)
+
+    def _refresh_highs(self) -> None:
+        with self._lock:
+            partitions = list(self._held)
+        for partition in partitions:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    KafkaTopicPartition(partition.topic, partition.partition), cached=True
+                )
+            except KafkaException:
+                continue
+            with self._lock:
+                state = self._held.get(partition)
+                if state is not None and high >= 0:
+                    state.high = int(high)
+
+    # ------------------------------------------------------------------ failures and close
+    def _on_kafka_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fail(from_kafka_exception(KafkaException(error), "consuming"))
+        else:
+            _log.info("kafka client reports", error=str(error))
+
+    def _fail(self, error: ClientBalanceError) -> None:
+        with self._lock:
+            self._failure = error
+            self._lock.notify_all()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            error, self._failure = self._failure, None
+            raise error
+
+    def raise_failure(self) -> None:
+        """Raise (once) an error the fetch thread met since the last call."""
+        with self._lock:
+            self._raise_failure()
+
+    def close(self, release_wait_s: float) -> None:
+        """Release every partition (committing confirmed positions), stop, close the client."""
+        errors: list[BaseException] = []
+        for partition in sorted(self.held()):
+            try:
+                self.release(partition, release_wait_s)
+            except ClientBalanceError as error:
+                errors.append(error)
+        self._stopping.set()
+        self._wake.set()
+        with self._lock:
+            self._lock.notify_all()
+        self._thread.join()
+        self._consumer.close()
+        if errors:
+            raise errors[0]

@@ -1,0 +1,125 @@
+"""The reconcile thread and the target set it works towards.
+
+Every ``reconcile_interval_s``, at once on start, and whenever woken, the consumer refreshes
+metadata, computes the partitions this node should hold, releases what it holds beyond them
+(and what became unsubscribable), then registers what it lacks, in that order. The target comes
+from, in this order of precedence, the ``pinned`` partitions (always held), a user callback, or
+the strategy over the nodes ``0 .. source_count - 1`` and the **full configured** partition set,
+so a partition without a leader does not reshuffle anyone else's.
+
+A failure of one round is logged and kept for the next user call; the thread goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+import structlog
+
+from client_balance.errors import ClientBalanceError, ConfigError
+from client_balance.keys import (
+    RESUME_OFFSET,
+    TopicPartition,
+    check_bootstrap_offset,
+    to_topic_partition,
+)
+from client_balance.strategies import Member, get_strategy
+
+__all__ = ["Reconciler", "node_member_ids", "strategy_target", "user_target"]
+
+_log = structlog.get_logger("client_balance.reconcile")
+
+UserTarget = Iterable[str | TopicPartition] | Mapping[str | TopicPartition, int]
+
+
+def node_member_ids(source_count: int) -> list[str]:
+    """Member ids of the nodes, zero-padded so that string order is node order."""
+    width = len(str(source_count - 1))
+    return [str(node).zfill(width) for node in range(source_count)]
+
+
+def strategy_target(
+    strategy_name: str, counts: Mapping[str, int], source_count: int, node_id: int
+) -> set[TopicPartition]:
+    """The node's share of ``counts`` under the strategy, every node subscribing every topic."""
+    ids = node_member_ids(source_count)
+    members = [Member(member_id, counts) for member_id in ids]
+    assignment = get_strategy(strategy_name).assign(counts, members)
+    return set(assignment[ids[node_id]])
+
+
+def user_target(answer: UserTarget) -> dict[TopicPartition, int]:
+    """A callback's answer (keys, or keys -> bootstrap offsets) as partitions -> offsets."""
+    if isinstance(answer, str):
+        raise ConfigError(
+            f"the assignment callback returned the string {answer!r}; return a collection of "
+            "partition keys or a mapping of keys to bootstrap offsets"
+        )
+    if isinstance(answer, Mapping):
+        return {
+            to_topic_partition(key): check_bootstrap_offset(offset)
+            for key, offset in answer.items()
+        }
+    return {to_topic_partition(key): RESUME_OFFSET for key in answer}
+
+
+class Reconciler:
+    """Runs ``round_once`` now, every ``interval_s``, and whenever woken, until stopped."""
+
+    def __init__(self, round_once: Callable[[], None], interval_s: float) -> None:
+        self._round_once = round_once
+        self._interval_s = interval_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._lock = threading.Lock()
+        self._failure: ClientBalanceError | None = None
+        self.rounds = 0
+        self._thread = threading.Thread(
+            target=self._run, name="client-balance-reconcile", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start the thread; its first round runs at once."""
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Run a round as soon as the current one (if any) is done."""
+        self._idle.clear()
+        self._wake.set()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until a round has finished since the last ``wake``."""
+        return self._idle.wait(timeout_s)
+
+    def stop(self) -> None:
+        """Stop after the current round."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def raise_failure(self) -> None:
+        """Raise (once) the failure of a round since the last call."""
+        with self._lock:
+            error, self._failure = self._failure, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self._round_once()
+            except ClientBalanceError as error:
+                _log.warning("reconcile round failed", error=str(error), kind=type(error).__name__)
+                with self._lock:
+                    self._failure = error
+            except Exception as error:
+                _log.exception("reconcile round failed unexpectedly")
+                with self._lock:
+                    self._failure = ClientBalanceError(f"reconcile round failed: {error!r}")
+            self.rounds += 1
+            self._idle.set()
+            self._wake.wait(self._interval_s)

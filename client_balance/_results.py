@@ -1,0 +1,103 @@
+"""What the consumer hands out: partition meta, offset snapshots, batches and confirm results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from client_balance.keys import TopicPartition
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+else:
+    Message = Any
+
+__all__ = [
+    "ConfirmResult",
+    "ConsumeResult",
+    "Message",
+    "NodeContext",
+    "OffsetInfo",
+    "PartitionMeta",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    """One partition of the configured set, as the last metadata query saw it.
+
+    ``subscribable`` is False when the partition has no leader or its topic reports an error;
+    ``leader`` is -1 then. ``low`` and ``high`` are the watermarks when known, else None.
+    """
+
+    key: str
+    topic: str
+    partition: int
+    leader: int
+    subscribable: bool
+    low: int | None = None
+    high: int | None = None
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        """The partition's identity."""
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetInfo:
+    """Where a registered partition stands; offsets are "next message to read"."""
+
+    key: str
+    current: int
+    """The confirmed position: everything before it was consumed and confirmed."""
+    committed: int | None
+    """The position last committed to the group (None before the first commit)."""
+    high: int | None
+    """The high watermark last seen (None until the first fetch or query)."""
+    lag: int | None
+    """``high - current`` when the high watermark is known."""
+    updated_s: float
+    """``time.time()`` of the last change."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeResult:
+    """One partition's batch. The partition stays locked until ``confirm`` of this context.
+
+    ``messages`` are confluent-kafka ``Message`` objects (no copy is made); a batch whose
+    messages were all filtered out is empty and must still be confirmed.
+    """
+
+    key: str
+    topic: str
+    partition: int
+    messages: list[Message]
+    confirm_context: str
+    start_offset: int
+    """The offset the batch starts at (the partition's confirmed position)."""
+    end_offset: int
+    """The position after the batch: what ``confirm(..., True)`` confirms."""
+    high: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmResult:
+    """The outcome of a confirm: ``current`` is the partition's confirmed position now."""
+
+    key: str
+    consumed: bool
+    current: int
+    committed: bool
+    """Whether ``current`` is already committed to the group (``commit="sync"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    """What an assignment callback knows about the node asking."""
+
+    group_id: str
+    source_count: int
+    node_id: int
+    topics: tuple[str, ...]
+    registered: frozenset[str]

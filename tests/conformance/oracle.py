@@ -134,6 +134,8 @@ class JavaOracle:
 
     ``repeat`` > 0 times every case that many times after ``warmup`` untimed runs (default: as
     many as ``repeat``); ``timeout`` bounds one :meth:`assign` call, after which the JVM is killed.
+    ``java_options`` go to ``java`` before the class path, e.g. ``["-Xmx4g"]`` for a heap that
+    holds a million partitions.
     """
 
     def __init__(
@@ -143,12 +145,13 @@ class JavaOracle:
         warmup: int | None = None,
         libs: Path | None = None,
         timeout: float = 600.0,
+        java_options: Sequence[str] = (),
     ) -> None:
         libs = libs if libs is not None else ensure_kafka_jars()
         classes = compile_oracle(libs)
         java = _find_jdk_tool("java")
         classpath = os.pathsep.join([str(classes), *map(str, oracle_classpath(libs))])
-        command = [java, "-cp", classpath, MAIN_CLASS]
+        command = [java, *java_options, "-cp", classpath, MAIN_CLASS]
         if repeat > 0:
             command += ["--repeat", str(repeat)]
             if warmup is not None:

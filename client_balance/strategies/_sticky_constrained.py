@@ -62,6 +62,9 @@ class _Builder:
         if racks.active:
             unassigned = self.assign_on_racks(racks.by_rack_members(unassigned))
         self.assign_round_robin(unassigned)
+        if not self.kept and not racks.active:
+            # Each member got consecutive blocks of the sorted partitions: sorted already.
+            return self.assignment, self.transferring
         return {m: sorted(parts) for m, parts in self.assignment.items()}, self.transferring
 
     def keep_owned(self) -> None:

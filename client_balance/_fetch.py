@@ -51,6 +51,7 @@ _GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEM
 # Re-commit unchanged positions this often: Kafka expires a simple group's offsets 7 days
 # after their last commit, which would silently reset an idle partition.
 _RECOMMIT_EVERY_S = 3600.0
+_ERROR_LOG_EVERY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,8 @@ class Fetcher:
         self._failure: ClientBalanceError | None = None
         self._last_flush_s = time.monotonic()
         self._last_recommit_s = time.monotonic()
+        self._last_fetch_error = ""
+        self._last_fetch_error_s = 0.0
         self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
         self._thread.start()
 
@@ -282,7 +285,14 @@ class Fetcher:
             self._call(lambda: self._rewind(state, batch.start))
             return state.confirmed, state.committed == state.confirmed
         if self._settings.commit == "sync":
-            self._call(lambda: self._commit_now([state]))
+            try:
+                self._call(lambda: self._commit_now([state]))
+            except GroupInUseError:
+                raise
+            except KafkaClientError as error:
+                # Confirmed all the same: the fetch thread commits it once Kafka answers.
+                _log.warning("commit failed; will retry", error=str(error))
+                return batch.end, False
             return batch.end, True
         if state.paused and len(state.buffer) < self._batch_max:
             self._submit(lambda: self._resume(state))
@@ -404,10 +414,8 @@ class Fetcher:
 
     def _flush_on_interval(self) -> None:
         now = time.monotonic()
-        if (
-            self._settings.commit == "interval"
-            and now - self._last_flush_s >= self._settings.commit_interval_s
-        ):
+        # Also in "sync" mode: a commit that failed while the broker was away is retried here.
+        if now - self._last_flush_s >= self._settings.commit_interval_s:
             self._last_flush_s = now
             try:
                 if now - self._last_recommit_s >= _RECOMMIT_EVERY_S:
@@ -430,7 +438,7 @@ class Fetcher:
                 error = message.error()
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
-                        _log.warning("fetch error", error=str(error), topic=message.topic())
+                        self._log_fetch_error(str(error), message.topic())
                     continue
                 state = self._held.get(TopicPartition(message.topic(), message.partition()))
                 if state is None or state.releasing or state.rewinding:
@@ -444,6 +452,13 @@ class Fetcher:
             self._lock.notify_all()
         if to_pause:
             self._consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in to_pause])
+
+    def _log_fetch_error(self, text: str, topic: str | None) -> None:
+        # A broker that is away reports the same error on every consume(): log it once a minute.
+        now = time.monotonic()
+        if self._last_fetch_error != text or now - self._last_fetch_error_s > _ERROR_LOG_EVERY_S:
+            self._last_fetch_error, self._last_fetch_error_s = text, now
+            _log.warning("fetch error", error=text, topic=topic)
 
     def _resume(self, state: _Held) -> None:
         with self._lock:

@@ -7,7 +7,10 @@ from, in this order of precedence, the ``pinned`` partitions (always held), a us
 the strategy over the nodes ``0 .. source_count - 1`` and the **full configured** partition set,
 so a partition without a leader does not reshuffle anyone else's.
 
-A failure of one round is logged and kept for the next user call; the thread goes on.
+A failure of one round is logged and kept for the next user call; the thread goes on. A
+Kafka error that only says the cluster is out of reach for now (a broker down, a timeout, a
+coordinator moving) is logged and not raised: the next round tries again, which is how
+workers ride out a broker restart without the application doing anything.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
-from client_balance.errors import ClientBalanceError, ConfigError
+from client_balance.errors import ClientBalanceError, ConfigError, KafkaClientError
 from client_balance.keys import (
     RESUME_OFFSET,
     TopicPartition,
@@ -26,9 +29,28 @@ from client_balance.keys import (
 )
 from client_balance.strategies import Member, get_strategy
 
-__all__ = ["Reconciler", "node_member_ids", "strategy_target", "user_target"]
+__all__ = [
+    "TRANSIENT_KAFKA_CODES",
+    "Reconciler",
+    "is_transient",
+    "node_member_ids",
+    "strategy_target",
+    "user_target",
+]
 
 _log = structlog.get_logger("client_balance.reconcile")
+
+# librdkafka codes that mean "not reachable right now": transport, timeouts, no brokers,
+# resolution, waiting for a coordinator, and the broker's own retriable coordinator/leader codes.
+TRANSIENT_KAFKA_CODES = frozenset({-195, -187, -185, -193, -180, 5, 6, 7, 14, 15, 16})
+
+
+def is_transient(error: ClientBalanceError) -> bool:
+    """Whether ``error`` only says the cluster cannot be reached for now."""
+    return isinstance(error, KafkaClientError) and (
+        error.retriable or error.kafka_code in TRANSIENT_KAFKA_CODES
+    )
+
 
 UserTarget = Iterable[str | TopicPartition] | Mapping[str | TopicPartition, int]
 
@@ -114,8 +136,9 @@ class Reconciler:
                 self._round_once()
             except ClientBalanceError as error:
                 _log.warning("reconcile round failed", error=str(error), kind=type(error).__name__)
-                with self._lock:
-                    self._failure = error
+                if not is_transient(error):
+                    with self._lock:
+                        self._failure = error
             except Exception as error:
                 _log.exception("reconcile round failed unexpectedly")
                 with self._lock:

@@ -56,7 +56,8 @@ def ours(case: dict[str, Any]) -> dict[str, list[list[Any]]]:
     return {member: [[tp.topic, tp.partition] for tp in parts] for member, parts in result.items()}
 
 
-def _java(answer: dict[str, Any]) -> dict[str, list[list[Any]]]:
+def java_answer(answer: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    """An oracle answer (which must not be an error) with each member's list sorted."""
     assert "error" not in answer, answer
     return {
         member: sorted([[t, p] for t, p in parts], key=lambda tp: TopicPartition(tp[0], tp[1]))
@@ -68,7 +69,7 @@ def _compare(oracle: JavaOracle, strategy: str, seed: int, count: int) -> None:
     rng = random.Random(seed)
     cases = [random_case(rng, strategy, f"{strategy}-{seed}-{i}") for i in range(count)]
     for case, answer in zip(cases, oracle.assign(cases), strict=True):
-        assert ours(case) == _java(answer), f"seed {seed}, case {case}"
+        assert ours(case) == java_answer(answer), f"seed {seed}, case {case}"
 
 
 @pytest.mark.parametrize("strategy", EXACT)

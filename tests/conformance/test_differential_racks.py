@@ -18,6 +18,7 @@ import pytest
 from client_balance.keys import TopicPartition
 from client_balance.strategies import Member, get_strategy
 from tests.conformance.oracle import JavaOracle
+from tests.conformance.test_differential import java_answer
 
 RACK_NAMES = ["rack-a", "rack-b", "rack-c", "rack-d"]
 
@@ -150,14 +151,6 @@ def ours(case: dict[str, Any], *, with_racks: bool = True) -> dict[str, list[lis
     return {member: [[tp.topic, tp.partition] for tp in parts] for member, parts in result.items()}
 
 
-def _java(answer: dict[str, Any]) -> dict[str, list[list[Any]]]:
-    assert "error" not in answer, answer
-    return {
-        member: sorted([[t, p] for t, p in parts], key=lambda tp: TopicPartition(tp[0], tp[1]))
-        for member, parts in answer["assignment"].items()
-    }
-
-
 def _cases(seed: int, count: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     return [random_rack_case(rng, f"racks-{seed}-{i}") for i in range(count)]
@@ -166,7 +159,7 @@ def _cases(seed: int, count: int) -> list[dict[str, Any]]:
 def _compare(oracle: JavaOracle, seed: int, count: int) -> None:
     cases = _cases(seed, count)
     for case, answer in zip(cases, oracle.assign(cases), strict=True):
-        assert ours(case) == _java(answer), f"seed {seed}, case {case}"
+        assert ours(case) == java_answer(answer), f"seed {seed}, case {case}"
 
 
 def test_rack_aware_range_identical_to_java(oracle: JavaOracle) -> None:

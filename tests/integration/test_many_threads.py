@@ -32,7 +32,7 @@ def test_three_fetch_threads_share_the_partitions_without_overlap(
         start_position="earliest",
         batch_max_messages=200,
     )
-    seen: Counter[bytes] = Counter()
+    seen: Counter[bytes | None] = Counter()
     out_now: set[int] = set()
     overlaps: list[int] = []
     lock = threading.Lock()

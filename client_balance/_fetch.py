@@ -101,6 +101,10 @@ class Fetcher:
         self._consumer = Consumer(
             {
                 "session.timeout.ms": 10_000,  # bounds how long a commit waits for a coordinator
+                # A broker answers one connection's requests in order, so every metadata and
+                # watermark query waits behind the fetch long poll in flight: with librdkafka's
+                # 500 ms, registering n new partitions stalled the fetch thread n * 0.5 s.
+                "fetch.wait.max.ms": 100,
                 **settings.consumer_config(),
                 "error_cb": self._on_kafka_error,
             }
@@ -200,12 +204,14 @@ class Fetcher:
         with self._lock:
             for state in states:
                 self._held[state.partition] = state
-        consumer.incremental_assign(
-            [
-                KafkaTopicPartition(s.partition.topic, s.partition.partition, s.confirmed)
-                for s in states
-            ]
-        )
+        assigned = [
+            KafkaTopicPartition(s.partition.topic, s.partition.partition, s.confirmed)
+            for s in states
+        ]
+        consumer.incremental_assign(assigned)
+        # librdkafka keeps a partition's pause across unassign and assign: one paused (full
+        # buffer) when it was last released would never be fetched again.
+        consumer.resume(assigned)
         return {state.partition: state.confirmed for state in states}
 
     def release(self, partition: TopicPartition, wait_s: float) -> None:
@@ -479,6 +485,7 @@ class Fetcher:
             self._consumer.incremental_assign(
                 [KafkaTopicPartition(tp.topic, tp.partition, position)]
             )
+            self._consumer.resume([tp])  # it may have been paused: see the end of _hold
 
     def _unassign(self, partition: TopicPartition) -> None:
         tp = KafkaTopicPartition(partition.topic, partition.partition)
@@ -529,9 +536,20 @@ class Fetcher:
     def close(self, release_wait_s: float) -> None:
         """Release every partition (committing confirmed positions), stop, close the client."""
         errors: list[BaseException] = []
+        # One deadline for all batches out, not one per partition: they are confirmed (or not)
+        # in parallel by the application's threads.
+        with self._lock:
+            for state in self._held.values():
+                state.releasing = True
+            deadline = time.monotonic() + release_wait_s
+            while any(s.batch is not None for s in self._held.values()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(left)
         for partition in sorted(self.held()):
             try:
-                self.release(partition, release_wait_s)
+                self.release(partition, 0.0)
             except ClientBalanceError as error:
                 errors.append(error)
         self._stopping.set()

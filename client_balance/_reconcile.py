@@ -94,10 +94,10 @@ class Reconciler:
         self._interval_s = interval_s
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._idle = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._finished = 0  # rounds finished
+        self._running_round = False
         self._failure: ClientBalanceError | None = None
-        self.rounds = 0
         self._thread = threading.Thread(
             target=self._run, name="client-balance-reconcile", daemon=True
         )
@@ -106,14 +106,13 @@ class Reconciler:
         """Start the thread; its first round runs at once."""
         self._thread.start()
 
-    def wake(self) -> None:
-        """Run a round as soon as the current one (if any) is done."""
-        self._idle.clear()
-        self._wake.set()
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until a round has finished since the last ``wake``."""
-        return self._idle.wait(timeout_s)
+    def run_round(self, timeout_s: float) -> bool:
+        """Have a round start after this call and wait for it: True if it ended in time."""
+        with self._lock:
+            # A round already running began before this call: wait for the one after it.
+            needed = self._finished + (2 if self._running_round else 1)
+            self._wake.set()
+            return self._lock.wait_for(lambda: self._finished >= needed, timeout_s)
 
     def stop(self) -> None:
         """Stop after the current round."""
@@ -131,7 +130,9 @@ class Reconciler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.clear()
+            with self._lock:
+                self._wake.clear()
+                self._running_round = True
             try:
                 self._round_once()
             except ClientBalanceError as error:
@@ -143,6 +144,8 @@ class Reconciler:
                 _log.exception("reconcile round failed unexpectedly")
                 with self._lock:
                     self._failure = ClientBalanceError(f"reconcile round failed: {error!r}")
-            self.rounds += 1
-            self._idle.set()
+            with self._lock:
+                self._running_round = False
+                self._finished += 1
+                self._lock.notify_all()
             self._wake.wait(self._interval_s)

@@ -26,8 +26,9 @@ __all__ = [
 class PartitionMeta:
     """One partition of the configured set, as the last metadata query saw it.
 
-    ``subscribable`` is False when the partition has no leader or its topic reports an error;
-    ``leader`` is -1 then. ``low`` and ``high`` are the watermarks when known, else None.
+    ``subscribable`` is False when the partition has no leader or reports an error; ``leader``
+    is -1 then. ``high`` is the high watermark last seen for a partition this consumer holds;
+    ``low`` and ``high`` are None otherwise (a query per partition would cost a round trip).
     """
 
     key: str

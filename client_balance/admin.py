@@ -6,6 +6,7 @@ Later the operator view of client-balanced groups (``GroupView``) lives here too
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Mapping
 
@@ -22,6 +23,7 @@ from client_balance.settings import KafkaValue
 __all__ = ["cluster_answers", "create_topics", "group_members", "wait_for_group_coordinator"]
 
 _PROBE_GROUP = "__client_balance_probe"
+_TIMED_OUT = -185  # librdkafka's RD_KAFKA_RESP_ERR__TIMED_OUT
 
 
 def _admin(bootstrap_servers: str, kafka: Mapping[str, KafkaValue] | None) -> AdminClient:
@@ -78,6 +80,14 @@ def group_members(
         description = futures[group_id].result(timeout=timeout_s)
     except KafkaException as error:
         raise from_kafka_exception(error, f"describing group {group_id!r}") from error
+    except concurrent.futures.TimeoutError:
+        raise KafkaClientError(
+            f"describing group {group_id!r} failed: no answer from {bootstrap_servers} within "
+            f"{timeout_s} s",
+            kafka_code=_TIMED_OUT,
+            kafka_name="_TIMED_OUT",
+            retriable=True,
+        ) from None
     return sorted(member.member_id for member in description.members)
 
 

@@ -14,7 +14,8 @@ Kafka group ``group_id``: delivery is at least once, and a crash loses nothing. 
 rebalance ever runs; the group id must never be used with ``subscribe()``.
 
 Lifecycle (TubeMQ's status machine): created -> ``start()`` -> running -> ``shutdown()``.
-Every call but the properties raises :class:`NotStartedError` (420) outside "running".
+The calls that need a running consumer raise :class:`NotStartedError` (420) outside
+"running" (``confirm`` also works while ``shutdown()`` waits for batches that are out).
 See ``docs/consumer.md`` for the offset rules and the error table.
 """
 
@@ -74,7 +75,7 @@ Assigner = Callable[[Mapping[str, PartitionMeta], NodeContext], UserTarget]
 """A user's assignment: the meta set and this node -> keys (or keys -> bootstrap offsets)."""
 
 _CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
-_CREATED, _RUNNING, _STOPPED = "created", "running", "stopped"
+_CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
 
 
 class Batch:
@@ -129,6 +130,9 @@ class ClientBalanceConsumer:
         self._meta_at = 0.0
         self._started_at_s = 0.0
         self._first_seen: dict[TopicPartition, float] = {}
+        # Partitions already started at a pinned or callback offset: re-registering them (after
+        # a leader came back, say) resumes the group's position instead of going back there.
+        self._bootstrapped: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -215,13 +219,17 @@ class ClientBalanceConsumer:
         """Release every partition (committing confirmed positions) and stop. Idempotent."""
         with self._state_lock:
             if self._state != _RUNNING:
-                self._state = _STOPPED
+                if self._state == _CREATED:
+                    self._state = _STOPPED
                 return
-            self._state = _STOPPED
+            self._state = _STOPPING
         assert self._reconciler is not None  # noqa: S101 - set when it started running
         assert self._fetcher is not None  # noqa: S101 - set when it started running
-        self._reconciler.stop()
-        self._fetcher.close(RELEASE_WAIT_S)
+        try:
+            self._reconciler.stop()
+            self._fetcher.close(RELEASE_WAIT_S)
+        finally:
+            self._state = _STOPPED
 
     def __enter__(self) -> Self:
         return self
@@ -234,12 +242,14 @@ class ClientBalanceConsumer:
     ) -> None:
         self.shutdown()
 
-    def _running(self) -> Fetcher:
-        if self._state != _RUNNING or self._fetcher is None:
+    def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> Fetcher:
+        allowed = (_RUNNING, _STOPPING) if stopping_ok else (_RUNNING,)
+        if self._state not in allowed or self._fetcher is None:
             raise NotStartedError("the consumer is not started or has been shut down")
         assert self._reconciler is not None  # noqa: S101 - set together with the fetcher
-        self._reconciler.raise_failure()
-        self._fetcher.raise_failure()
+        if raise_failures:
+            self._reconciler.raise_failure()
+            self._fetcher.raise_failure()
         return self._fetcher
 
     # ------------------------------------------------------------------ meta
@@ -290,7 +300,8 @@ class ClientBalanceConsumer:
         """
         self._running()
         partition = to_topic_partition(key)
-        self._register({partition: check_bootstrap_offset(bootstrap_offset)}, str(key))
+        offset = check_bootstrap_offset(bootstrap_offset)
+        self._register({partition: offset}, str(key))
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         fetcher = self._running()
@@ -323,6 +334,7 @@ class ClientBalanceConsumer:
             return min(max(committed, low), high), False
 
         fetcher.hold({tp: self._topics[tp.topic] for tp in wanted}, choose_start)
+        self._bootstrapped.update(tp for tp, offset in wanted.items() if offset >= 0)
 
     def _from_earliest(self, partition: TopicPartition) -> bool:
         # Partitions that appear while we run start at their beginning, as Flink does:
@@ -368,7 +380,9 @@ class ClientBalanceConsumer:
 
     def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:
         """Confirm a batch; ``consumed=False`` rewinds to its start, so it comes again."""
-        fetcher = self._running()
+        # Background failures wait for the next get_message: raising one here would leave the
+        # caller unsure whether its batch was settled.
+        fetcher = self._running(raise_failures=False, stopping_ok=True)
         partition, token = _parse_context(confirm_context)
         settled = fetcher.settle(partition, token, consumed)
         if settled is None:
@@ -409,8 +423,7 @@ class ClientBalanceConsumer:
         """Run a reconcile round now; True once it has finished within ``timeout_s``."""
         self._running()
         assert self._reconciler is not None  # noqa: S101 - set with the fetcher
-        self._reconciler.wake()
-        return self._reconciler.wait_idle(timeout_s)
+        return self._reconciler.run_round(timeout_s)
 
     # ------------------------------------------------------------------ reconcile
     def _reconcile_round(self) -> None:
@@ -426,7 +439,7 @@ class ClientBalanceConsumer:
         for partition in sorted((held - target.keys()) | unusable):
             fetcher.release(partition, RELEASE_WAIT_S)
         wanted = {
-            tp: target[tp]
+            tp: RESUME_OFFSET if tp in self._bootstrapped else target[tp]
             for tp in sorted(target.keys() - held)
             if tp in meta and meta[tp].subscribable
         }

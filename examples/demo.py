@@ -1,10 +1,15 @@
-"""The README's main job (``make demo``), in its first form.
+"""The README's main job (``make demo``): three client-balanced nodes share one group's work.
 
 Starts a local Apache Kafka (or uses ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``), creates the seeds'
-topics ``orders`` (7 partitions) and ``stock`` (5), produces sample order events and consumes
-them with three nodes of one group. Until ``ClientBalanceConsumer`` lands (issue 4) the nodes
-are plain assign-only consumers built from ``ClientBalanceSettings.consumer_config()`` that take
-``partition % 3 == node``; then this script switches to the SDK's consumer.
+topics ``orders`` (7 partitions) and ``stock`` (5), produces 40,000 order events, and consumes
+them with three ``ClientBalanceConsumer`` nodes of the group ``demo``: three processes running
+``examples/worker.py --source-count 3 --node-id I``. Nobody joins a Kafka group; each node
+computes its own partitions (the ``modulo`` strategy) and commits what it confirmed.
+
+Once the group's committed offsets reach the end of every partition, the demo stops the nodes
+with SIGTERM (each finishes its batch, commits and releases), reads the report each one writes,
+and checks that every event was consumed exactly once: per partition, the offsets the nodes
+consumed are exactly the partition's range, each offset by one node, once.
 """
 
 from __future__ import annotations
@@ -12,19 +17,33 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from client_balance import ClientBalanceSettings, admin
+from client_balance import admin
 from client_balance.broker import LocalKafka
 
 TOPICS = {"orders": 7, "stock": 5}
 MESSAGES_PER_TOPIC = 20_000
 NODES = 3
+GROUP = "demo"
+WORKER = Path(__file__).with_name("worker.py")
+CONSUME_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 60.0
+
+Ranges = dict[str, tuple[int, int]]
+"""``topic:partition`` -> ``[first, end)`` offsets."""
 
 
 def produce(bootstrap: str) -> int:
@@ -46,53 +65,193 @@ def produce(bootstrap: str) -> int:
     return total
 
 
-def consume_as_node(settings: ClientBalanceSettings, node_id: int) -> dict[str, int]:
-    """Drain this node's partitions, commit, and return messages read per partition."""
-    mine = [
-        KafkaTopicPartition(topic, partition)
-        for topic, count in TOPICS.items()
-        for partition in range(count)
-        if partition % NODES == node_id
-    ]
-    consumer = Consumer(settings.consumer_config())
-    counts: dict[str, int] = {f"{tp.topic}:{tp.partition}": 0 for tp in mine}
-    try:
-        consumer.assign(mine)
-        ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, 10)[1] for tp in mine}
-        positions = dict.fromkeys(ends, 0)
-        while any(positions[key] < end for key, end in ends.items()):
-            for message in consumer.consume(1000, timeout=1.0):
-                topic, partition, offset = message.topic(), message.partition(), message.offset()
-                if (
-                    message.error() is None
-                    and topic
-                    and partition is not None
-                    and offset is not None
-                ):
-                    counts[f"{topic}:{partition}"] += 1
-                    positions[topic, partition] = offset + 1
-        commits = [KafkaTopicPartition(t, p, offset) for (t, p), offset in positions.items()]
-        consumer.commit(offsets=commits, asynchronous=False)
-    finally:
-        consumer.close()
-    return counts
+class GroupOffsets:
+    """The group's committed offsets and the partitions' watermarks, read without joining."""
+
+    def __init__(self, bootstrap: str) -> None:
+        # committed() only reads the group's offsets; this consumer never joins the group.
+        self._consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False}
+        )
+        self._partitions = [
+            KafkaTopicPartition(topic, number)
+            for topic, count in TOPICS.items()
+            for number in range(count)
+        ]
+
+    def committed(self) -> dict[str, int | None]:
+        """``topic:partition`` -> committed offset, or None when nothing is committed."""
+        answers = self._consumer.committed(self._partitions, timeout=10)
+        return {
+            f"{tp.topic}:{tp.partition}": tp.offset if tp.offset >= 0 else None for tp in answers
+        }
+
+    def watermarks(self) -> Ranges:
+        """``topic:partition`` -> (low, high) watermarks."""
+        ranges = {}
+        for tp in self._partitions:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=10)
+            ranges[f"{tp.topic}:{tp.partition}"] = (low, high)
+        return ranges
+
+    def close(self) -> None:
+        """Close the client."""
+        self._consumer.close()
+
+
+@dataclass
+class Node:
+    """One worker process and where it writes its report and its stderr."""
+
+    node_id: int
+    process: subprocess.Popen[bytes]
+    report: Path
+    stderr: Path
+
+
+def start_nodes(bootstrap: str, workdir: Path) -> list[Node]:
+    """Start the three worker processes; they read their other settings from the env."""
+    env = {
+        **os.environ,
+        "CLIENT_BALANCE_START_POSITION": "earliest",  # a new group reads from the beginning
+        "CLIENT_BALANCE_COMMIT_INTERVAL_S": "0.5",
+    }
+    nodes = []
+    for node_id in range(NODES):
+        report = workdir / f"node{node_id}.json"
+        stderr = workdir / f"node{node_id}.stderr"
+        command = [
+            sys.executable, str(WORKER), "--bootstrap", bootstrap, "--group", GROUP,
+            "--topics", ",".join(TOPICS), "--source-count", str(NODES),
+            "--node-id", str(node_id), "--summary-every", "0.5", "--report", str(report),
+        ]  # fmt: skip
+        with stderr.open("wb") as errors:
+            process = subprocess.Popen(command, env=env, stderr=errors)
+        nodes.append(Node(node_id, process, report, stderr))
+    return nodes
+
+
+def wait_until_committed(offsets: GroupOffsets, ends: Ranges, nodes: list[Node]) -> bool:
+    """Wait until the group has committed every partition's end; False at the timeout."""
+    deadline = time.monotonic() + CONSUME_TIMEOUT_S
+    while time.monotonic() < deadline:
+        committed = offsets.committed()
+        if all(committed[key] == end for key, (_, end) in ends.items()):
+            return True
+        if any(node.process.poll() is not None for node in nodes):
+            print("a node exited before the work was done")
+            return False
+        time.sleep(0.2)
+    print(f"the group did not commit every partition's end within {CONSUME_TIMEOUT_S:.0f} s")
+    return False
+
+
+def stop_nodes(nodes: list[Node]) -> list[int]:
+    """SIGTERM each node (a clean stop: confirm, commit, release) and wait for it."""
+    for node in nodes:
+        if node.process.poll() is None:
+            node.process.send_signal(signal.SIGTERM)
+    codes = []
+    for node in nodes:
+        try:
+            codes.append(node.process.wait(STOP_TIMEOUT_S))
+        except subprocess.TimeoutExpired:
+            node.process.kill()
+            codes.append(node.process.wait())
+    return codes
+
+
+def check_exactly_once(reports: list[Mapping[str, Any]], expected: Ranges) -> list[str]:
+    """Problems with "each offset of each expected range consumed by exactly one node, once"."""
+    problems = []
+    seen: dict[str, list[tuple[int, int, int]]] = {key: [] for key in expected}
+    for report in reports:
+        for key, partition in report["partitions"].items():
+            runs = seen.setdefault(key, [])
+            runs.extend((start, end, report["node_id"]) for start, end in partition["runs"])
+    for key, runs in sorted(seen.items()):
+        first, end = expected.get(key, (0, 0))
+        position = first
+        for start, stop, _ in sorted(runs):
+            if start < position:
+                problems.append(f"{key}: offsets {start}..{min(stop, position) - 1} came twice")
+            elif start > position:
+                problems.append(f"{key}: offsets {position}..{start - 1} were never consumed")
+            position = max(position, stop)
+        if position < end:
+            problems.append(f"{key}: offsets {position}..{end - 1} were never consumed")
+        if position > end:
+            problems.append(f"{key}: offsets beyond the end {end} were consumed")
+        if len({node_id for _, _, node_id in runs}) > 1:
+            problems.append(f"{key}: consumed by more than one node")
+    return problems
+
+
+def print_table(reports: list[Mapping[str, Any]]) -> None:
+    """Node, its partitions and its messages."""
+    print(f"\n{'node':<6}{'partitions':<48}{'messages':>10}")
+    for report in sorted(reports, key=lambda r: int(r["node_id"])):
+        partitions = report["partitions"]
+        messages = sum(p["messages"] for p in partitions.values())
+        print(f"{report['node_id']:<6}{', '.join(partitions):<48}{messages:>10,}")
 
 
 def run(bootstrap: str) -> int:
-    """Create topics, produce, consume with three nodes, print the table."""
+    """Create topics, produce, consume with three client-balanced nodes, check, summarize."""
     admin.create_topics(bootstrap, TOPICS, exist_ok=True)
-    produced = produce(bootstrap)
-    settings = ClientBalanceSettings(
-        bootstrap_servers=bootstrap, group_id="demo", start_position="earliest"
-    )
-    consumed = 0
-    print(f"\n{'node':<6}{'partitions':<44}{'messages':>10}")
-    for node_id in range(NODES):
-        counts = consume_as_node(settings, node_id)
-        consumed += sum(counts.values())
-        print(f"{node_id:<6}{', '.join(counts):<44}{sum(counts.values()):>10}")
-    print(f"\nproduced {produced}, consumed {consumed}; offsets committed to group 'demo'")
-    return 0 if consumed >= produced else 1
+    offsets = GroupOffsets(bootstrap)
+    with ExitStack() as stack:
+        stack.callback(offsets.close)
+        began = time.monotonic()
+        produced = produce(bootstrap)
+        produce_s = time.monotonic() - began
+        ranges = offsets.watermarks()
+        committed = offsets.committed()
+        # What the group reads: from its committed offset (a demo run before), else from the
+        # beginning; either way through the end of what was just produced.
+        expected: Ranges = {}
+        for key, (low, high) in ranges.items():
+            first = committed[key]
+            expected[key] = (low if first is None else first, high)
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cb-demo-")))
+        print(
+            f"\nstarting {NODES} ClientBalanceConsumer nodes (examples/worker.py), group {GROUP!r}"
+        )
+        began = time.monotonic()
+        nodes = start_nodes(bootstrap, workdir)
+        try:
+            done = wait_until_committed(offsets, expected, nodes)
+            consume_s = time.monotonic() - began
+        finally:
+            stopping = time.monotonic()
+            codes = stop_nodes(nodes)
+            stop_s = time.monotonic() - stopping
+        reports = [json.loads(n.report.read_text()) for n in nodes if n.report.exists()]
+        problems = [] if done else ["the group did not commit every partition's end"]
+        problems += [
+            f"node {n.node_id} exited with {c}" for n, c in zip(nodes, codes, strict=True) if c
+        ]
+        problems += [f"node {n.node_id} wrote no report" for n in nodes if not n.report.exists()]
+        problems += check_exactly_once(reports, expected)
+        print_table(reports)
+        consumed = sum(p["messages"] for r in reports for p in r["partitions"].values())
+        print(
+            f"\nproduced {produced:,} events in {produce_s:.1f} s; {NODES} nodes consumed "
+            f"{consumed:,} messages and committed the end of all {len(expected)} partitions "
+            f"in {consume_s:.1f} s (process start included), then stopped in {stop_s:.1f} s"
+        )
+        if problems:
+            for node in nodes:
+                tail = node.stderr.read_text(errors="replace").strip().splitlines()[-20:]
+                if tail:
+                    print(f"--- node {node.node_id} stderr ---", *tail, sep="\n")
+            print("FAILED:", *problems, sep="\n  ")
+            return 1
+        print(
+            f"every event was consumed exactly once: each offset of each of the "
+            f"{len(expected)} partitions by one node, once; offsets committed to group {GROUP!r}"
+        )
+        return 0
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ See ``docs/consumer.md`` for the offset rules and the error table.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -75,6 +76,9 @@ Assigner = Callable[[Mapping[str, PartitionMeta], NodeContext], UserTarget]
 """A user's assignment: the meta set and this node -> keys (or keys -> bootstrap offsets)."""
 
 _CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
+# ASCII digits only: str.isdigit() also takes "²", on which int() raises a bare ValueError.
+_DECIMAL = re.compile(r"[0-9]+")
+_LEADER = re.compile(r"-1|[0-9]+")  # a broker id, or -1 for "no leader"
 _CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
 
 
@@ -521,7 +525,7 @@ def _parse_context(context: object) -> tuple[TopicPartition, int]:
     parts = context.split(":") if isinstance(context, str) else []
     if len(parts) == _CONTEXT_PARTS and all(parts[1:]):
         leader, topic, number, token = parts
-        if leader.lstrip("-").isdigit() and number.isdigit() and token.isdigit():
+        if _LEADER.fullmatch(leader) and _DECIMAL.fullmatch(number) and _DECIMAL.fullmatch(token):
             return TopicPartition(topic, int(number)), int(token)
     raise InvalidConfirmContextError(
         f"confirm context {context!r} is malformed; pass the confirm_context of a "

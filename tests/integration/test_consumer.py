@@ -1,0 +1,368 @@
+"""ClientBalanceConsumer in one process against the session's real broker."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+import client_balance.consumer
+from client_balance import (
+    ClientBalanceConsumer,
+    ClientBalanceSettings,
+    ConsumeResult,
+    GroupInUseError,
+    InvalidConfirmContextError,
+    NoMessageError,
+    NotStartedError,
+    TopicPartition,
+)
+
+pytestmark = pytest.mark.integration
+
+_groups = itertools.count(1)
+Headers = list[tuple[str, str | bytes | None]]
+
+
+def produce(
+    bootstrap: str, topic: str, values: Sequence[bytes], headers: Sequence[Headers] | None = None
+) -> None:
+    """Write ``values`` to partition 0 of ``topic``, in order, each with its headers."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for index, value in enumerate(values):
+        producer.produce(
+            topic, value, partition=0, headers=headers[index] if headers is not None else None
+        )
+    assert producer.flush(30) == 0
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """The group's committed offset (-1001 = none), asked without joining the group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        answer = consumer.committed([KafkaTopicPartition(topic, partition)], timeout=10)
+        return int(answer[0].offset)
+    finally:
+        consumer.close()
+
+
+def wait_paused(consumer: ClientBalanceConsumer, topic: str) -> None:
+    """Wait until the fetcher has paused partition 0 of ``topic`` (its buffer is full)."""
+    fetcher = consumer._fetcher  # internal: a full buffer has no public sign
+    assert fetcher is not None
+    deadline = time.monotonic() + 10
+    while not fetcher._held[TopicPartition(topic, 0)].paused:
+        assert time.monotonic() < deadline, f"partition {topic}:0 was never paused"
+        time.sleep(0.01)
+
+
+def values_of(result: ConsumeResult) -> list[bytes | None]:
+    """The message values of a batch."""
+    return [message.value() for message in result.messages]
+
+
+def offsets_of(result: ConsumeResult) -> list[int | None]:
+    """The message offsets of a batch."""
+    return [message.offset() for message in result.messages]
+
+
+@pytest.fixture
+def make_consumer(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceConsumer]]:
+    """Factory of consumers on a fresh group each (``group_id=`` to share one); shut down after."""
+    made: list[ClientBalanceConsumer] = []
+
+    def make(**overrides: Any) -> ClientBalanceConsumer:
+        values: dict[str, Any] = {
+            "bootstrap_servers": kafka_bootstrap,
+            "group_id": f"cb-{os.getpid()}-{next(_groups)}",
+            "start_position": "earliest",
+            "reconcile_interval_s": 1.0,
+            "commit": "sync",
+            **overrides,
+        }
+        made.append(ClientBalanceConsumer(ClientBalanceSettings(**values)))
+        return made[-1]
+
+    yield make
+    for consumer in made:
+        consumer.shutdown()
+
+
+def test_confirm_false_redelivers_the_same_batch(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """confirm(ctx, False) has the same messages delivered again, then consumption goes on."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(50)])
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic], source_count=1, node_id=0)
+
+    first = consumer.get_message(timeout_s=10)
+    assert (first.start_offset, first.end_offset) == (0, 10)
+    wait_paused(consumer, topic)  # the rewind must also undo librdkafka's pause
+    rolled_back = consumer.confirm(first.confirm_context, consumed=False)
+    assert (rolled_back.consumed, rolled_back.current) == (False, 0)
+    for _ in range(2):
+        again = consumer.get_message(timeout_s=10)
+        assert (again.start_offset, again.end_offset) == (0, 10)
+        assert offsets_of(again) == list(range(10))
+        assert values_of(again) == values_of(first)
+        assert again.confirm_context != first.confirm_context
+        consumer.confirm(again.confirm_context, consumed=False)
+
+    seen: list[bytes | None] = []
+    while len(seen) < 50:
+        batch = consumer.get_message(timeout_s=10)
+        seen += values_of(batch)
+        consumer.confirm(batch.confirm_context)
+    assert seen == [f"v{i}".encode() for i in range(50)]
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 50
+
+
+def test_stale_and_malformed_confirm_contexts_are_refused(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A context confirmed already, rolled back, released, foreign or malformed raises 400."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic])
+    consumer.connect(f"{topic}:0")
+
+    batch = consumer.get_message(timeout_s=10)
+    consumer.confirm(batch.confirm_context)
+    with pytest.raises(InvalidConfirmContextError, match="names no batch that is out") as twice:
+        consumer.confirm(batch.confirm_context)
+    assert twice.value.code == 400
+    assert twice.value.context == batch.confirm_context
+
+    rolled = consumer.get_message(timeout_s=10)
+    consumer.confirm(rolled.confirm_context, consumed=False)
+    redelivered = consumer.get_message(timeout_s=10)
+    assert redelivered.start_offset == rolled.start_offset
+    with pytest.raises(InvalidConfirmContextError):
+        consumer.confirm(rolled.confirm_context)  # the token of the rolled-back delivery
+
+    leader, _, _, token = redelivered.confirm_context.split(":")
+    for foreign in (f"{leader}:{topic}:1:{token}", f"{leader}:other-topic:0:{token}"):
+        with pytest.raises(InvalidConfirmContextError, match="names no batch"):
+            consumer.confirm(foreign)
+    malformed_contexts = [
+        "", "garbage", f"{topic}:0:{token}", f"{leader}:{topic}:0:x",
+        f"{leader}:{topic}:-1:{token}", f"x:{topic}:0:{token}", f"{leader}::0:1",
+    ]  # fmt: skip
+    for malformed in malformed_contexts:
+        with pytest.raises(InvalidConfirmContextError, match="malformed"):
+            consumer.confirm(malformed)
+    with pytest.raises(InvalidConfirmContextError, match="malformed"):
+        consumer.confirm(None)  # type: ignore[arg-type]
+
+    # A batch still out when its partition is released is rolled back: its context is stale,
+    # and the next holder gets its messages again.
+    monkeypatch.setattr(client_balance.consumer, "RELEASE_WAIT_S", 0.1)
+    consumer.disconnect(f"{topic}:0")
+    with pytest.raises(InvalidConfirmContextError, match="names no batch"):
+        consumer.confirm(redelivered.confirm_context)
+    consumer.connect(f"{topic}:0")
+    after = consumer.get_message(timeout_s=10)
+    assert offsets_of(after) == offsets_of(redelivered)
+    consumer.confirm(after.confirm_context)
+
+
+def test_connect_starts_at_bootstrap_offset_and_commits_it(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """connect(key, N) starts at offset N and commits N at once; a held partition is kept."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(100)])
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic])  # no source_count: only what is connected is held
+    assert consumer.registered_partitions() == set()
+
+    consumer.connect(f"{topic}:0", 40)
+    assert consumer.registered_partitions() == {f"1:{topic}:0"}
+    group = consumer.settings.group_id
+    assert committed_offset(kafka_bootstrap, group, topic) == 40  # before any confirm
+    consumer.connect(f"1:{topic}:0", 70)  # held already: the offset is ignored
+    batch = consumer.get_message(timeout_s=10)
+    assert (batch.key, batch.start_offset) == (f"1:{topic}:0", 40)
+    assert offsets_of(batch) == list(range(40, 50))
+    assert values_of(batch)[0] == b"v40"
+    consumer.confirm(batch.confirm_context)
+    assert consumer.offset_infos()[f"1:{topic}:0"].current == 50
+
+    # -1 resumes from the committed offset.
+    consumer.disconnect(f"{topic}:0")
+    assert consumer.registered_partitions() == set()
+    consumer.connect(f"{topic}:0")
+    resumed = consumer.get_message(timeout_s=10)
+    assert resumed.start_offset == 50
+    consumer.confirm(resumed.confirm_context)
+
+
+def test_out_of_range_bootstrap_offsets_are_clamped(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A bootstrap offset below the low watermark starts at it; one past the end starts at it."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(100)])
+    admin_client = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    deleted = admin_client.delete_records([KafkaTopicPartition(topic, 0, 20)])
+    for future in deleted.values():
+        future.result(timeout=30)
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic])
+    key = f"{topic}:0"
+    group = consumer.settings.group_id
+
+    consumer.connect(key, 5)
+    assert committed_offset(kafka_bootstrap, group, topic) == 20
+    batch = consumer.get_message(timeout_s=10)
+    assert batch.start_offset == 20
+    assert offsets_of(batch)[0] == 20
+    consumer.confirm(batch.confirm_context, consumed=False)
+    consumer.disconnect(key)
+
+    consumer.connect(key, 10**9)
+    info = consumer.offset_infos()[f"1:{topic}:0"]
+    assert (info.current, info.committed) == (100, 100)
+    assert committed_offset(kafka_bootstrap, group, topic) == 100
+    with pytest.raises(NoMessageError) as nothing:
+        consumer.get_message(timeout_s=0.5)
+    assert nothing.value.code == NoMessageError.ALL_WAITING
+    produce(kafka_bootstrap, topic, [b"late"])
+    late = consumer.get_message(timeout_s=10)
+    assert (offsets_of(late), values_of(late)) == ([100], [b"late"])
+    consumer.confirm(late.confirm_context)
+
+
+def test_filters_deliver_matching_types_and_advance_committed_offset(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """Only messages whose type header is in the filter set arrive; the rest still commit."""
+    topic = new_topic(partitions=1)
+    kinds = ["created", "updated", None, "created", "deleted"] * 20 + ["updated"] * 15
+    headers: list[Headers] = [[("type", kind.encode())] if kind else [] for kind in kinds]
+    headers[3] = [("other", b"x"), ("type", b"created")]  # not the first header
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(len(kinds))], headers)
+    consumer = make_consumer(batch_max_messages=10, commit="interval", commit_interval_s=60.0)
+    consumer.start({topic: {"created"}}, source_count=1, node_id=0)
+    assert consumer.is_filter_consume(topic)
+    assert not consumer.is_filter_consume("other-topic")
+
+    delivered: list[Any] = []
+    empty_batches = 0
+    position = 0
+    while position < len(kinds):
+        batch = consumer.get_message(timeout_s=10)
+        delivered += batch.messages
+        empty_batches += not batch.messages
+        position = consumer.confirm(batch.confirm_context).current
+    assert position == len(kinds)
+    assert [m.offset() for m in delivered] == [i for i, k in enumerate(kinds) if k == "created"]
+    assert all(dict(m.headers())["type"] == b"created" for m in delivered)
+    assert empty_batches >= 1  # the tail of 15 "updated" messages comes as empty batches
+    consumer.commit()
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == len(kinds)
+
+
+def test_interval_commits_are_flushed_on_shutdown(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With commit="interval", confirmed positions are committed at the latest on shutdown."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(25)])
+    consumer = make_consumer(batch_max_messages=10, commit="interval", commit_interval_s=60.0)
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = consumer.get_message(timeout_s=10)
+    result = consumer.confirm(batch.confirm_context)
+    assert (result.current, result.committed) == (10, False)
+    group = consumer.settings.group_id
+    assert committed_offset(kafka_bootstrap, group, topic) < 10
+    consumer.get_message(timeout_s=10)  # out, unconfirmed: rolled back at shutdown
+    monkeypatch.setattr(client_balance.consumer, "RELEASE_WAIT_S", 0.1)
+    consumer.shutdown()
+    assert committed_offset(kafka_bootstrap, group, topic) == 10
+
+
+def test_group_used_by_subscribe_raises_group_in_use(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """start() refuses a group id that a subscribe() consumer has joined."""
+    topic = new_topic(partitions=1)
+    group = f"cb-subscribed-{os.getpid()}-{next(_groups)}"
+    subscriber = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+    try:
+        subscriber.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not subscriber.assignment():
+            assert time.monotonic() < deadline, "the subscriber never joined its group"
+            subscriber.poll(0.1)
+        consumer = make_consumer(group_id=group)
+        with pytest.raises(GroupInUseError, match="subscribe") as caught:
+            consumer.start([topic], source_count=1, node_id=0)
+        assert caught.value.group_id == group
+        assert consumer.is_shutdown()
+    finally:
+        subscriber.close()
+
+
+def test_started_consumer_lifecycle_and_properties(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A started node reports its place and share; after shutdown every call raises 420."""
+    topic = new_topic(partitions=3)
+    consumer = make_consumer()
+    consumer.start([topic], source_count=3, node_id=2)
+    assert (consumer.source_count, consumer.node_id) == (3, 2)
+    assert not consumer.is_shutdown()
+    meta = consumer.get_partition_meta()
+    assert sorted(meta) == [f"1:{topic}:{p}" for p in range(3)]
+    assert all(m.subscribable and m.leader == 1 for m in meta.values())
+    assert consumer.is_partitions_ready(10.0)
+    assert len(consumer.registered_partitions()) == 1  # one partition per node of three
+
+    consumer.shutdown()
+    consumer.shutdown()
+    assert consumer.is_shutdown()
+    calls: list[Callable[[], object]] = [
+        lambda: consumer.get_message(0.1), consumer.registered_partitions,
+        lambda: consumer.confirm(f"1:{topic}:0:1"), lambda: consumer.connect(f"{topic}:0"),
+    ]  # fmt: skip
+    for call in calls:
+        with pytest.raises(NotStartedError) as caught:
+            call()
+        assert caught.value.code == 420
+    with pytest.raises(NotStartedError):
+        consumer.start([topic], source_count=3, node_id=2)
+    assert list(consumer.batches()) == []
+
+    unplaced = make_consumer()
+    unplaced.start([topic], source_count=0, node_id=9)
+    assert (unplaced.source_count, unplaced.node_id) == (-2, -2)
+    assert unplaced.registered_partitions() == set()

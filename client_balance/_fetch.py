@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, TypeVar
 
 import structlog
@@ -52,6 +53,8 @@ _GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEM
 # after their last commit, which would silently reset an idle partition.
 _RECOMMIT_EVERY_S = 3600.0
 _ERROR_LOG_EVERY_S = 60.0
+_BUFFER_FLOOR = 50_000  # messages per partition before it is paused
+_BUFFER_BATCHES = 10  # ... or this many batches, if more
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,9 @@ class _Held:
     filters: frozenset[str] | None
     confirmed: int
     committed: int | None
-    buffer: deque[Message] = field(default_factory=deque)
+    buffer: deque[list[Message]] = field(default_factory=deque)
+    """Runs of fetched messages, as ``consume()`` returned them (split per partition)."""
+    buffered: int = 0
     batch: Batch | None = None
     paused: bool = False
     releasing: bool = False
@@ -95,7 +100,9 @@ class Fetcher:
     def __init__(self, settings: ClientBalanceSettings) -> None:
         self._settings = settings
         self._batch_max = settings.batch_max_messages
-        self._buffer_max = 2 * settings.batch_max_messages
+        # Pausing makes librdkafka drop what it prefetched for the partition and fetch it again,
+        # and one fetch brings thousands of messages: pause only well above a batch.
+        self._buffer_max = max(_BUFFER_BATCHES * settings.batch_max_messages, _BUFFER_FLOOR)
         self._filter_header = settings.filter_header
         self._timeout_s = settings.request_timeout_s
         self._consumer = Consumer(
@@ -285,6 +292,7 @@ class Fetcher:
                     self._ready.append(partition)
             else:
                 state.buffer.clear()
+                state.buffered = 0
                 state.rewinding = True  # nothing fetched before the rewind may be buffered
             self._lock.notify_all()
         if not consumed:
@@ -300,20 +308,30 @@ class Fetcher:
                 _log.warning("commit failed; will retry", error=str(error))
                 return batch.end, False
             return batch.end, True
-        if state.paused and len(state.buffer) < self._batch_max:
+        if state.paused and state.buffered < self._buffer_max // 2:
             self._submit(lambda: self._resume(state))
         return batch.end, False
 
     def _hand_out(self, state: _Held) -> Batch:
         buffer = state.buffer
-        count = min(len(buffer), self._batch_max)
-        taken: list[Any] = [buffer.popleft() for _ in range(count)]
+        taken: list[Any] = []
+        need = self._batch_max
+        while need and buffer:
+            run = buffer[0]
+            if len(run) <= need:
+                taken += buffer.popleft()
+                need -= len(run)
+            else:
+                taken += run[:need]
+                buffer[0] = run[need:]
+                need = 0
+        state.buffered -= len(taken)
         end = taken[-1].offset() + 1
         messages = taken if state.filters is None else [m for m in taken if self._keep(m, state)]
         state.batch = Batch(
             state.partition, next(self._tokens), state.confirmed, end, messages, state.high
         )
-        if state.paused and len(buffer) < self._batch_max:
+        if state.paused and state.buffered < self._buffer_max // 2:
             self._submit(lambda: self._resume(state))
         return state.batch
 
@@ -438,26 +456,41 @@ class Fetcher:
                 _log.warning("commit failed; will retry", error=str(error))
 
     def _distribute(self, messages: list[Any]) -> None:
+        if any(map(Message.error, messages)):
+            messages = self._drop_errors(messages)
+        # Split the list into runs of one partition with C-level passes only: a Python loop
+        # over every message would cost more than librdkafka takes to fetch it.
+        keys = zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)
+        runs = [(key, len(list(group))) for key, group in groupby(keys)]
         to_pause = []
         with self._lock:
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        self._log_fetch_error(str(error), message.topic())
-                    continue
-                state = self._held.get(TopicPartition(message.topic(), message.partition()))
+            start = 0
+            for key, length in runs:
+                run = messages[start : start + length]
+                start += length
+                state = self._held.get(key)  # type: ignore[call-overload]  # a plain tuple matches
                 if state is None or state.releasing or state.rewinding:
                     continue
                 if not state.buffer and state.batch is None:
                     self._ready.append(state.partition)
-                state.buffer.append(message)
-                if len(state.buffer) >= self._buffer_max and not state.paused:
+                state.buffer.append(run)
+                state.buffered += length
+                if state.buffered >= self._buffer_max and not state.paused:
                     state.paused = True
                     to_pause.append(state.partition)
             self._lock.notify_all()
         if to_pause:
             self._consumer.pause([KafkaTopicPartition(tp.topic, tp.partition) for tp in to_pause])
+
+    def _drop_errors(self, messages: list[Any]) -> list[Any]:
+        kept = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                kept.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                self._log_fetch_error(str(error), message.topic())
+        return kept
 
     def _log_fetch_error(self, text: str, topic: str | None) -> None:
         # A broker that is away reports the same error on every consume(): log it once a minute.
@@ -479,6 +512,7 @@ class Fetcher:
         self._consumer.incremental_unassign([tp])
         with self._lock:
             state.buffer.clear()
+            state.buffered = 0
             state.paused = False
             state.rewinding = False
         if state.partition in self._held:

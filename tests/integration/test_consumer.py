@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+import client_balance._fetch
 import client_balance.consumer
 from client_balance import (
     ClientBalanceConsumer,
@@ -99,8 +100,12 @@ def test_confirm_false_redelivers_the_same_batch(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
     make_consumer: Callable[..., ClientBalanceConsumer],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """confirm(ctx, False) has the same messages delivered again, then consumption goes on."""
+    # A buffer of two batches, so that partition 0 is paused before the rewind.
+    monkeypatch.setattr(client_balance._fetch, "_BUFFER_FLOOR", 0)
+    monkeypatch.setattr(client_balance._fetch, "_BUFFER_BATCHES", 2)
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(50)])
     consumer = make_consumer(batch_max_messages=10)

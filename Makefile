@@ -30,8 +30,16 @@ unit: $(STAMP)
 demo: jars
 	$(PY) examples/demo.py
 
+# kafka-python is the Python peer of bench/strategies.py only: installed here, never a dependency
+# of the package or of `make test`. bench/consumer.py starts its own broker (or uses
+# CLIENT_BALANCE_BOOTSTRAP_SERVERS); its peer, confluent-kafka, is a dependency already.
+KAFKA_PYTHON := kafka-python==3.0.12
+
 bench: jars
+	$(PY) -m pip install --quiet '$(KAFKA_PYTHON)'
 	$(PY) bench/broker_start.py
+	$(PY) bench/strategies.py
+	$(PY) bench/consumer.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

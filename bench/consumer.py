@@ -1,0 +1,472 @@
+"""Consumer: ``ClientBalanceConsumer`` against a raw confluent-kafka ``Consumer``.
+
+Every line is in the format of every bench script (``bench``, ``case``, ``ours``, ``peer``,
+``peer_name``, ``unit``, ``ratio``); ``ratio`` is defined so that above 1 means we are better.
+
+Throughput cases, ``throughput-batch<B>[-<librdkafka settings>]``: messages per second,
+``ratio`` = ours / peer. The data (``--messages`` messages of ``--size`` bytes, round robin
+over ``--partitions`` partitions of one topic) is produced once; every run reads all of it
+from the beginning in a fresh process. Ours: ``ClientBalanceConsumer`` with
+``start_position="earliest"``, ``commit="interval"`` and ``batch_max_messages=B`` in a fresh
+group, ``start([topic], source_count=1, node_id=0)``, then ``get_message()``, touch every
+message, ``confirm()``. Peer: a plain assign-only confluent-kafka ``Consumer`` on the same
+partitions from ``OFFSET_BEGINNING``, ``consume(num_messages=B)``, touch every message, no
+commits. "Touch" is the same on both sides: ``len(message.value())``. Both sides get the same
+librdkafka settings: its defaults, or those of ``--kafka`` (a JSON object, in the case name).
+The rate is counted from the first batch in hand to the last message in hand, so neither
+side's start-up counts (the raw consumer spends about 0.5 s resolving ``OFFSET_BEGINNING``);
+``ours_incl_start``/``peer_incl_start`` are the rates from constructing the consumer on.
+
+First-message cases: seconds from constructing the consumer to the first message in hand,
+``ratio`` = peer / ours. Ours: settings, ``ClientBalanceConsumer``, ``start([topic],
+source_count=1, node_id=0)`` in a fresh group (``start_position="earliest"``), the first
+``get_message()``. Peer: a confluent-kafka ``Consumer`` that ``subscribe()``s in a fresh
+group with Kafka's and librdkafka's defaults (classic protocol; the broker keeps its default
+``group.initial.rebalance.delay.ms`` of 3000), then ``poll()`` until the first message.
+``first-message`` reads a topic with a backlog (10,000 messages per partition);
+``first-message-sparse`` one with 100 per partition, fewer than a batch.
+
+Every timed run is its own Python process (no shared GIL, memory or librdkafka state), the two
+sides alternate, ``--warmup`` untimed runs of each side go first (the broker's JIT and page
+cache), and the figures are medians of ``--runs``; the single runs are in the line, and
+``load`` is the 1-minute load average before and after. The broker is a fresh ``LocalKafka``,
+or the cluster at ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings, admin
+from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
+
+BENCH = "consumer"
+GROUPS = ("throughput", "first-message", "first-message-sparse")
+DEFAULT_BATCHES = (1000, 5000)
+DEFAULT_KAFKA = ("{}", '{"fetch.queue.backoff.ms": 10}')
+"""librdkafka's defaults, and the same with its 1 s fetch back-off cut (see docs/benchmarks.md)."""
+FIRST_MESSAGE_BACKLOG = {"first-message": 10_000, "first-message-sparse": 100}
+"""Messages per partition in the first-message cases' topics."""
+WORKER_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One JSON line: a group of cases with its batch size and librdkafka settings."""
+
+    group: str
+    batch: int = 1000
+    kafka: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """``throughput-batch5000-fetch.queue.backoff.ms=10``, ``first-message``."""
+        if self.group != "throughput":
+            return self.group
+        tuned = "".join(f"-{key}={value}" for key, value in sorted(self.kafka.items()))
+        return f"throughput-batch{self.batch}{tuned}"
+
+
+# ------------------------------------------------------------------------------ workers
+# Each runs in its own process and returns its timings; the parent prints the JSON lines.
+
+
+def _touch(messages: list[Any]) -> int:
+    """What both sides do with each message: look at its value."""
+    return sum(len(message.value()) for message in messages)
+
+
+class _Progress:
+    """Counts messages and stamps the first batch and the end."""
+
+    def __init__(self) -> None:
+        self.began = time.perf_counter()
+        self.count = self.size = self.batches = self.first_count = 0
+        self.first_at = 0.0
+
+    def add(self, messages: list[Any]) -> None:
+        self.size += _touch(messages)
+        self.count += len(messages)
+        self.batches += 1
+        if self.batches == 1:
+            self.first_at, self.first_count = time.perf_counter(), self.count
+
+    def result(self) -> dict[str, Any]:
+        ended = time.perf_counter()
+        return {
+            "rate": (self.count - self.first_count) / (ended - self.first_at),
+            "rate_incl_start": self.count / (ended - self.began),
+            "start_s": self.first_at - self.began,
+            "total_s": ended - self.began,
+            "messages": self.count,
+            "bytes": self.size,
+            "batches": self.batches,
+        }
+
+
+def throughput_ours(args: argparse.Namespace) -> dict[str, Any]:
+    """Read ``--messages`` messages through get_message + confirm."""
+    progress = _Progress()
+    settings = ClientBalanceSettings(
+        bootstrap_servers=args.bootstrap,
+        group_id=f"bench-ours-{uuid.uuid4().hex}",
+        start_position="earliest",
+        commit="interval",
+        batch_max_messages=args.batch[0],
+        kafka=json.loads(args.kafka[0]),
+    )
+    consumer = ClientBalanceConsumer(settings)
+    consumer.start([args.topic], source_count=1, node_id=0)
+    while progress.count < args.messages:
+        result = consumer.get_message(timeout_s=30.0)
+        progress.add(result.messages)
+        consumer.confirm(result.confirm_context)
+    done = progress.result()
+    consumer.shutdown()
+    return done
+
+
+def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """Read ``--messages`` messages with an assign-only Consumer and consume()."""
+    progress = _Progress()
+    consumer = Consumer(
+        {
+            **json.loads(args.kafka[0]),
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-peer-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign(
+        [KafkaTopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)]
+    )
+    while progress.count < args.messages:
+        fetched = consumer.consume(num_messages=args.batch[0], timeout=1.0)
+        messages = [message for message in fetched if message.error() is None]
+        if messages:
+            progress.add(messages)
+    done = progress.result()
+    consumer.close()
+    return done
+
+
+def first_message_ours(args: argparse.Namespace) -> dict[str, Any]:
+    """Construct, start in a fresh group, first get_message."""
+    began = time.perf_counter()
+    settings = ClientBalanceSettings(
+        bootstrap_servers=args.bootstrap,
+        group_id=f"bench-ours-{uuid.uuid4().hex}",
+        start_position="earliest",
+    )
+    consumer = ClientBalanceConsumer(settings)
+    consumer.start([args.topic], source_count=1, node_id=0)
+    result = consumer.get_message(timeout_s=60.0)
+    took = time.perf_counter() - began
+    consumer.confirm(result.confirm_context)
+    consumer.shutdown()
+    return {"seconds": took, "messages": len(result.messages)}
+
+
+def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """Construct, subscribe() in a fresh group, poll until the first message."""
+    began = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-peer-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([args.topic])
+    deadline = began + 60.0
+    while True:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            break
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the subscribe() consumer got no message within 60 s")
+    took = time.perf_counter() - began
+    consumer.close()
+    return {"seconds": took, "messages": 1}
+
+
+WORKERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "throughput-ours": throughput_ours,
+    "throughput-peer": throughput_peer,
+    "first-message-ours": first_message_ours,
+    "first-message-peer": first_message_peer,
+}
+
+
+# ------------------------------------------------------------------------------ the parent
+
+
+def run_worker(
+    name: str, args: argparse.Namespace, bootstrap: str, topic: str, case: Case
+) -> dict[str, Any]:
+    """Run one side once in a fresh interpreter; its result dict."""
+    command = [
+        sys.executable, str(Path(__file__).resolve()), "--worker", name,
+        "--bootstrap", bootstrap, "--topic", topic, "--messages", str(args.messages),
+        "--partitions", str(args.partitions), "--batch", str(case.batch),
+        "--kafka", json.dumps(case.kafka),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, check=False
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"worker"')]
+    if done.returncode != 0 or not lines:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise RuntimeError(f"worker {name} failed (exit {done.returncode}):\n{tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def produce(bootstrap: str, topic: str, partitions: int, messages: int, size: int) -> float:
+    """Create ``topic`` and write ``messages`` values of ``size`` bytes round robin; seconds."""
+    began = time.perf_counter()
+    admin.create_topics(bootstrap, {topic: partitions}, exist_ok=True)
+    have = _high_watermarks(bootstrap, topic, partitions)
+    if have >= messages:
+        return 0.0
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
+    value = (b"0123456789" * (size // 10 + 1))[:size]
+    for i in range(have, messages):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"could not produce {messages} messages to {topic}")
+    have = _high_watermarks(bootstrap, topic, partitions)
+    if have < messages:
+        raise RuntimeError(f"{topic} holds {have} messages after producing {messages}")
+    return time.perf_counter() - began
+
+
+def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe"})
+    deadline = time.monotonic() + 30.0
+    try:
+        while True:
+            try:
+                return sum(
+                    probe.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)[1]
+                    for p in range(partitions)
+                )
+            except KafkaException:  # a new topic: the client's metadata catches up
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        probe.close()
+
+
+def alternate(
+    args: argparse.Namespace, bootstrap: str, topic: str, case: Case
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Untimed warm-up runs of both sides, then ``--runs`` alternating runs of each."""
+    kind = "throughput" if case.group == "throughput" else "first-message"
+    ours, peer = f"{kind}-ours", f"{kind}-peer"
+    for _ in range(args.warmup):
+        run_worker(peer, args, bootstrap, topic, case)
+        run_worker(ours, args, bootstrap, topic, case)
+    our_runs, peer_runs = [], []
+    for _ in range(args.runs):
+        our_runs.append(run_worker(ours, args, bootstrap, topic, case))
+        peer_runs.append(run_worker(peer, args, bootstrap, topic, case))
+    return our_runs, peer_runs
+
+
+def peer_name() -> str:
+    """``confluent-kafka-2.16.1``: the peer with its version."""
+    return f"confluent-kafka-{confluent_kafka.__version__}"
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(run[key] for run in runs))
+
+
+def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:
+    """Messages per second, ours / peer."""
+    topic = f"bench-throughput-{args.messages}x{args.size}b-{args.partitions}p"
+    produce_s = produce(bootstrap, topic, args.partitions, args.messages, args.size)
+    load_before = _load()
+    our_runs, peer_runs = alternate(args, bootstrap, topic, case)
+    ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
+    return {
+        "bench": BENCH,
+        "case": case.name,
+        "ours": round(ours),
+        "peer": round(peer),
+        "peer_name": peer_name(),
+        "unit": "msg/s",
+        "ratio": round(ours / peer, 3),
+        "peer_mode": "assign-only, consume(num_messages=batch), no commits",
+        "messages": args.messages,
+        "message_bytes": args.size,
+        "partitions": args.partitions,
+        "batch": case.batch,
+        "kafka": case.kafka,
+        "runs": args.runs,
+        "ours_runs": [round(run["rate"]) for run in our_runs],
+        "peer_runs": [round(run["rate"]) for run in peer_runs],
+        "ours_incl_start": round(_median(our_runs, "rate_incl_start")),
+        "peer_incl_start": round(_median(peer_runs, "rate_incl_start")),
+        "ours_start_s": round(_median(our_runs, "start_s"), 3),
+        "peer_start_s": round(_median(peer_runs, "start_s"), 3),
+        "ours_batches": round(_median(our_runs, "batches")),
+        "peer_batches": round(_median(peer_runs, "batches")),
+        "produce_s": round(produce_s, 1),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "load": [load_before, _load()],
+    }
+
+
+def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:
+    """Seconds to the first message, peer / ours."""
+    backlog = FIRST_MESSAGE_BACKLOG[case.group]
+    topic = f"bench-{case.group}-{backlog}x{args.size}b-{args.partitions}p"
+    produce(bootstrap, topic, args.partitions, backlog * args.partitions, args.size)
+    load_before = _load()
+    our_runs, peer_runs = alternate(args, bootstrap, topic, case)
+    ours, peer = _median(our_runs, "seconds"), _median(peer_runs, "seconds")
+    return {
+        "bench": BENCH,
+        "case": case.name,
+        "ours": round(ours, 3),
+        "peer": round(peer, 3),
+        "peer_name": peer_name(),
+        "unit": "s",
+        "ratio": round(peer / ours, 3),
+        "peer_mode": "subscribe(), classic group protocol, broker default "
+        "group.initial.rebalance.delay.ms (3000)",
+        "partitions": args.partitions,
+        "messages_per_partition": backlog,
+        "runs": args.runs,
+        "ours_runs": [round(run["seconds"], 3) for run in our_runs],
+        "peer_runs": [round(run["seconds"], 3) for run in peer_runs],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "load": [load_before, _load()],
+    }
+
+
+def plan(args: argparse.Namespace) -> list[Case]:
+    """Every case of this run's settings, in order."""
+    cases = [
+        Case("throughput", batch, json.loads(kafka))
+        for kafka in args.kafka or DEFAULT_KAFKA
+        for batch in args.batch or DEFAULT_BATCHES
+    ]
+    return [*cases, Case("first-message"), Case("first-message-sparse")]
+
+
+@contextmanager
+def broker() -> Iterator[tuple[str, str]]:
+    """The bootstrap address and what it is: the env's cluster, or a fresh LocalKafka."""
+    given = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
+    if given:
+        yield given, "CLIENT_BALANCE_BOOTSTRAP_SERVERS"
+        return
+    with LocalKafka() as kafka:
+        yield kafka.bootstrap_servers, f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases (or, with ``--worker``, one side once) and print their JSON lines."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"run only this case or group ({', '.join(GROUPS)}); repeatable, see --list",
+    )
+    parser.add_argument("--list", action="store_true", help="print the case names and exit")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each side")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each side first")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="throughput: messages")
+    parser.add_argument("--size", type=int, default=100, help="bytes per message")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of the topics")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        action="append",
+        default=[],
+        help="throughput: batch_max_messages = consume(num_messages); repeatable "
+        f"(default {', '.join(map(str, DEFAULT_BATCHES))})",
+    )
+    parser.add_argument(
+        "--kafka",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="throughput: librdkafka settings for both sides; repeatable "
+        f"(default {' and '.join(DEFAULT_KAFKA)})",
+    )
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        result = WORKERS[args.worker](args)
+        print(json.dumps({"worker": args.worker, **result}), flush=True)
+        return 0
+    if args.runs < 1 or args.warmup < 0:
+        parser.error("--runs must be >= 1, --warmup >= 0")
+
+    cases = plan(args)
+    if args.list:
+        print("\n".join(case.name for case in cases))
+        return 0
+    if args.case:
+        cases = [case for case in cases if case.name in args.case or case.group in args.case]
+        if not cases:
+            parser.error(f"no case named {', '.join(args.case)}; see --list")
+    with broker() as (bootstrap, where):
+        print(
+            json.dumps({"bench": BENCH, "broker": where, "cores": os.cpu_count()}),
+            file=sys.stderr,
+            flush=True,
+        )
+        for case in cases:
+            run = run_throughput if case.group == "throughput" else run_first_message
+            print(json.dumps(run(args, bootstrap, case)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

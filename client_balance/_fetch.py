@@ -62,7 +62,6 @@ class PartitionLayout:
     """A topic's partitions as metadata reports them: leader per partition (-1 = none)."""
 
     leaders: tuple[int, ...]
-    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -142,8 +141,7 @@ class Fetcher:
         for topic in topics:
             found = metadata.topics.get(topic)
             if found is None or (found.error is not None and not found.partitions):
-                reason = None if found is None else str(found.error)
-                layouts[topic] = PartitionLayout((), reason)
+                layouts[topic] = PartitionLayout(())
                 continue
             count = max(found.partitions) + 1 if found.partitions else 0
             leaders = [-1] * count

@@ -291,8 +291,7 @@ class ClientBalanceConsumer:
         layouts = self._fetcher.layouts(self._topics)
         with self._meta_lock:
             self._meta = _meta_of(layouts)
-            self._meta_at = time.monotonic()
-            now = time.monotonic()
+            self._meta_at = now = time.monotonic()
             for partition in self._meta:
                 self._first_seen.setdefault(partition, now)
 

@@ -197,13 +197,11 @@ class _Builder:
         }
         reassignable = [tp for tp in self.all_partitions if tp[0] in movable_topics]
         unassigned = [tp for tp in unassigned if tp[0] in movable_topics]
-        fixed = {
-            member_id: self.current.pop(member_id)
-            for member_id in self.group.hash_order
-            if not self._can_change(member_id, movable_topics)
-        }
-        for member_id in fixed:
-            self.ranked.remove(self._rank_of_fixed(member_id, fixed))
+        fixed: dict[str, dict[TopicPartition, None]] = {}
+        for member_id in self.group.hash_order:
+            if not self._can_change(member_id, movable_topics):
+                self._unrank(member_id)
+                fixed[member_id] = self.current.pop(member_id)
         before = {member_id: dict(parts) for member_id, parts in self.current.items()}
         owner_before = dict(self.owner)
         self._count_topics_held()
@@ -243,11 +241,6 @@ class _Builder:
             self.topics_held[target][partition[0]] += 1
         self.repairing = True
         self.perform_reassignments(reassignable)
-
-    def _rank_of_fixed(
-        self, member_id: str, fixed: dict[str, dict[TopicPartition, None]]
-    ) -> tuple[int, bytes, str]:
-        return (len(fixed[member_id]), self.key[member_id], member_id)
 
     def _assign_to_least_loaded(self, partition: TopicPartition, *, racked: bool) -> bool:
         member_id = self._least_loaded_subscriber(

@@ -11,8 +11,12 @@ from the beginning in a fresh process. Ours: ``ClientBalanceConsumer`` with
 group, ``start([topic], source_count=1, node_id=0)``, then ``get_message()``, touch every
 message, ``confirm()``. Peer: a plain assign-only confluent-kafka ``Consumer`` on the same
 partitions from ``OFFSET_BEGINNING``, ``consume(num_messages=B)``, touch every message, no
-commits. "Touch" is the same on both sides: ``len(message.value())``. Both sides get the same
-librdkafka settings: its defaults, or those of ``--kafka`` (a JSON object, in the case name).
+commits. "Touch" is the same on both sides: ``len(message.value())``. Both sides get the
+librdkafka settings of ``--kafka`` (a JSON object, in the case name). Without any, each side
+runs with its own defaults: the raw consumer with librdkafka's, ours with the SDK's, which
+cut ``fetch.queue.backoff.ms`` to 10 ms (``sdk_defaults`` in the line, docs/settings.md).
+The cases with ``fetch.queue.backoff.ms=10`` give both sides the same setting and so measure
+the SDK's own overhead.
 The rate is counted from the first batch in hand to the last message in hand, so neither
 side's start-up counts (the raw consumer spends about 0.5 s resolving ``OFFSET_BEGINNING``);
 ``ours_incl_start``/``peer_incl_start`` are the rates from constructing the consumer on.
@@ -54,6 +58,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, admin
+from client_balance._fetch import LIBRDKAFKA_DEFAULTS
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
 
 BENCH = "consumer"
@@ -339,6 +344,7 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "partitions": args.partitions,
         "batch": case.batch,
         "kafka": case.kafka,
+        "sdk_defaults": dict(LIBRDKAFKA_DEFAULTS),
         "runs": args.runs,
         "ours_runs": [round(run["rate"]) for run in our_runs],
         "peer_runs": [round(run["rate"]) for run in peer_runs],

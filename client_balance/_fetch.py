@@ -1,13 +1,16 @@
 """The one place that drives confluent-kafka's ``Consumer``.
 
-One fetch thread owns the ``Consumer``'s data path: it alone calls ``consume``, ``assign``,
-``incremental_assign``/``incremental_unassign``, ``pause``/``resume`` and ``commit``. Other
-threads queue commands for it and wait for their result, so no message fetched before a
-partition was released or rewound can reach a buffer afterwards. Queries that touch no fetch
-state (metadata, committed offsets, watermarks) would be safe in the calling thread;
-librdkafka is thread-safe for those in principle, but a ``get_watermark_offsets`` made while another
-thread sits in ``consume()`` never returns (confluent-kafka 2.16.1, seen here), so every call
-on the ``Consumer`` goes through the fetch thread.
+Every call on the ``Consumer`` is made holding one lock, the client lock. librdkafka is
+thread-safe in principle, but a ``get_watermark_offsets`` made while another thread sits in
+``consume()`` never returns (confluent-kafka 2.16.1, seen here). The lock also makes a
+``consume()`` and the distribution of what it returned one step, so no message fetched before
+a partition was released or rewound can reach a buffer afterwards.
+
+Whoever needs messages fetches them: a ``get_message`` caller that finds nothing buffered
+takes the client lock and calls ``consume()`` itself, so a batch needs no hand-over between
+threads (that hand-over cost a fifth of the throughput). The background thread fetches only
+while no caller has for a moment, keeping buffers warm and librdkafka's callbacks served, and
+commits confirmed positions on the interval.
 
 Per partition the fetcher keeps a buffer of fetched messages and at most one batch out
 (``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
@@ -23,7 +26,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any, TypeVar
@@ -37,7 +39,7 @@ from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClie
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["Batch", "Fetcher", "PartitionLayout", "StartChooser"]
+__all__ = ["LIBRDKAFKA_DEFAULTS", "Batch", "Fetcher", "PartitionLayout", "StartChooser"]
 
 _log = structlog.get_logger("client_balance.fetch")
 
@@ -47,6 +49,8 @@ _T = TypeVar("_T")
 
 _IDLE_WAIT_S = 0.5
 _CONSUME_WAIT_S = 0.05
+_CALLERS_FETCH_FOR_S = 0.1
+"""The background thread stays out of fetching while a caller fetched this recently."""
 # Commits that fail with these mean someone subscribe()s with our group id.
 _GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE
 # Re-commit unchanged positions this often: Kafka expires a simple group's offsets 7 days
@@ -55,6 +59,22 @@ _RECOMMIT_EVERY_S = 3600.0
 _ERROR_LOG_EVERY_S = 60.0
 _BUFFER_FLOOR = 50_000  # messages per partition before it is paused
 _BUFFER_BATCHES = 10  # ... or this many batches, if more
+
+
+LIBRDKAFKA_DEFAULTS: Mapping[str, int] = {
+    # Bounds how long a commit waits for a group coordinator; nothing else uses it (no joins).
+    "session.timeout.ms": 10_000,
+    # A broker answers one connection's requests in order, so every metadata and watermark
+    # query waits behind the fetch long poll in flight: with librdkafka's 500 ms, registering
+    # n new partitions stalled the consumer n * 0.5 s.
+    "fetch.wait.max.ms": 100,
+    # librdkafka stops fetching a partition for this long whenever its queue holds
+    # queued.min.messages (100,000, shared by all partitions); its 1,000 ms default left the
+    # consumer idle most of each second on a backlog. Our own buffers bound memory, so a short
+    # back-off costs nothing but a check per partition.
+    "fetch.queue.backoff.ms": 10,
+}
+"""librdkafka settings the SDK changes (docs/settings.md); ``settings.kafka`` overrides them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,19 +126,23 @@ class Fetcher:
         self._timeout_s = settings.request_timeout_s
         self._consumer = Consumer(
             {
-                "session.timeout.ms": 10_000,  # bounds how long a commit waits for a coordinator
-                # A broker answers one connection's requests in order, so every metadata and
-                # watermark query waits behind the fetch long poll in flight: with librdkafka's
-                # 500 ms, registering n new partitions stalled the fetch thread n * 0.5 s.
-                "fetch.wait.max.ms": 100,
+                **LIBRDKAFKA_DEFAULTS,
                 **settings.consumer_config(),
                 "error_cb": self._on_kafka_error,
             }
         )
         self._lock = threading.Condition()
         self._held: dict[TopicPartition, _Held] = {}
+        self._topics_assigned: set[str] = set()
+        """Every topic ever assigned to the client; one topic allows a cheaper split."""
         self._ready: deque[TopicPartition] = deque()
-        self._commands: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._client_lock = threading.RLock()
+        self._waiting_calls = 0
+        """Threads waiting for the client lock to make a call; fetching callers give way."""
+        self._commands: deque[Callable[[], object]] = deque()
+        """Calls that nobody waits for, made by the next holder of the client lock."""
+        self._last_caller_fetch_s = 0.0
+        self._closed = False
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._tokens = itertools.count(1)
@@ -213,6 +237,7 @@ class Fetcher:
             KafkaTopicPartition(s.partition.topic, s.partition.partition, s.confirmed)
             for s in states
         ]
+        self._topics_assigned.update(s.partition.topic for s in states)
         consumer.incremental_assign(assigned)
         # librdkafka keeps a partition's pause across unassign and assign: one paused (full
         # buffer) when it was last released would never be fetched again.
@@ -254,8 +279,8 @@ class Fetcher:
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
         deadline = time.monotonic() + timeout_s
-        with self._lock:
-            while True:
+        while True:
+            with self._lock:
                 self._raise_failure()
                 while self._ready:
                     partition = self._ready.popleft()
@@ -269,7 +294,12 @@ class Fetcher:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stopping.is_set():
                     return self._why_nothing()
-                self._lock.wait(left)
+                fetching = any(not s.paused for s in self._held.values())
+            if fetching and self._fetch_if_free(min(left, _CONSUME_WAIT_S)):
+                continue
+            with self._lock:
+                if not self._ready:  # what another thread fetched meanwhile is not waited for
+                    self._lock.wait(min(left, _CONSUME_WAIT_S))
 
     def settle(
         self, partition: TopicPartition, token: int, consumed: bool
@@ -389,50 +419,74 @@ class Fetcher:
         return mapped
 
     # ------------------------------------------------------------------ the fetch thread
-    def _submit(self, action: Callable[[], _T]) -> Future[_T]:
-        future: Future[_T] = Future()
-        self._commands.append((action, future))
+    def _submit(self, action: Callable[[], object]) -> None:
+        """Have ``action`` made by the next holder of the client lock; nobody waits for it."""
+        self._commands.append(action)
         self._wake.set()
-        return future
 
     def _call(self, action: Callable[[], _T]) -> _T:
-        if threading.current_thread() is self._thread:
+        """Make ``action`` (calls on the ``Consumer``) holding the client lock."""
+        with self._lock:
+            self._waiting_calls += 1
+        try:
+            self._client_lock.acquire()
+        finally:
+            with self._lock:
+                self._waiting_calls -= 1
+        try:
+            if self._closed:
+                raise KafkaClientError(
+                    "the consumer is closed", kafka_code=-1, kafka_name="STOPPED"
+                )
+            self._serve_commands()
             return action()
-        if not self._thread.is_alive():
-            raise KafkaClientError(
-                "the fetch thread has stopped", kafka_code=-1, kafka_name="STOPPED"
-            )
-        return self._submit(action).result()
+        finally:
+            self._client_lock.release()
+
+    def _fetch_if_free(self, wait_s: float) -> bool:
+        """Fetch once unless another thread holds or waits for the client lock."""
+        if self._waiting_calls or not self._client_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._closed:
+                return False
+            self._serve_commands()
+            self._fetch_once(wait_s)
+        finally:
+            self._client_lock.release()
+        return True
+
+    def _fetch_once(self, wait_s: float) -> None:
+        if threading.current_thread() is not self._thread:
+            self._last_caller_fetch_s = time.monotonic()
+        try:
+            messages = self._consumer.consume(num_messages=self._batch_max, timeout=wait_s)
+        except KafkaException as error:
+            _log.warning("consume failed", error=str(error))
+            return
+        if messages:
+            self._distribute(messages)
 
     def _run(self) -> None:
-        consumer = self._consumer
         while not self._stopping.is_set():
-            self._serve_commands()
-            self._flush_on_interval()
             with self._lock:
                 fetching = any(not s.paused for s in self._held.values())
-            if not fetching:
-                self._wake.wait(_IDLE_WAIT_S)
-                self._wake.clear()
-                continue
-            try:
-                messages = consumer.consume(num_messages=self._batch_max, timeout=_CONSUME_WAIT_S)
-            except KafkaException as error:
-                _log.warning("consume failed", error=str(error))
-                continue
-            if messages:
-                self._distribute(messages)
-        self._serve_commands()
+            callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
+            if self._commands or (fetching and not callers_fetch):
+                if not self._fetch_if_free(_CONSUME_WAIT_S):
+                    self._wake.wait(_CONSUME_WAIT_S)
+            else:
+                self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
+            self._wake.clear()
+            self._flush_on_interval()
 
     def _serve_commands(self) -> None:
         while self._commands:
-            action, future = self._commands.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue
+            action = self._commands.popleft()
             try:
-                future.set_result(action())
-            except BaseException as error:
-                future.set_exception(error)
+                action()
+            except ClientBalanceError as error:
+                _log.warning("background call failed", error=str(error))
 
     def _flush_on_interval(self) -> None:
         now = time.monotonic()
@@ -445,9 +499,9 @@ class Fetcher:
                     with self._lock:
                         states = list(self._held.values())
                     if states:
-                        self._commit_now(states)
+                        self._call(lambda: self._commit_now(states))
                 else:
-                    self._flush()
+                    self._call(self._flush)
             except GroupInUseError as error:
                 self._fail(error)
             except KafkaClientError as error:
@@ -458,8 +512,17 @@ class Fetcher:
             messages = self._drop_errors(messages)
         # Split the list into runs of one partition with C-level passes only: a Python loop
         # over every message would cost more than librdkafka takes to fetch it.
-        keys = zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)
-        runs = [(key, len(list(group))) for key, group in groupby(keys)]
+        runs: list[tuple[tuple[str | None, int | None], int]]
+        if len(self._topics_assigned) == 1:
+            # Only ever one topic, so no message (not even one left over from a released
+            # partition) can be of another: the partition alone tells runs apart, at a third
+            # of the cost of comparing (topic, partition) pairs.
+            (topic,) = self._topics_assigned
+            partitions = map(Message.partition, messages)
+            runs = [((topic, number), len(list(group))) for number, group in groupby(partitions)]
+        else:
+            keys = zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)
+            runs = [(key, len(list(group))) for key, group in groupby(keys)]
         to_pause = []
         with self._lock:
             start = 0
@@ -589,6 +652,8 @@ class Fetcher:
         with self._lock:
             self._lock.notify_all()
         self._thread.join()
-        self._consumer.close()
+        with self._client_lock:
+            self._closed = True
+            self._consumer.close()
         if errors:
             raise errors[0]

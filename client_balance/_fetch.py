@@ -244,11 +244,12 @@ class Fetcher:
         consumer.resume(assigned)
         return {state.partition: state.confirmed for state in states}
 
-    def release(self, partition: TopicPartition, wait_s: float) -> None:
+    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
         """Stop fetching ``partition``: wait up to ``wait_s`` for its batch, commit, unassign.
 
         A batch still out after ``wait_s`` is rolled back: its messages come again to whoever
-        holds the partition next, and a late confirm of it is refused.
+        holds the partition next, and a late confirm of it is refused. ``commit=False`` is for
+        a partition that another member holds by now: its commits are not ours to overwrite.
         """
         with self._lock:
             state = self._held.get(partition)
@@ -260,7 +261,7 @@ class Fetcher:
                 self._lock.wait(left)
             state.batch = None
         try:
-            if state.committed != state.confirmed:
+            if commit and state.committed != state.confirmed:
                 self._call(lambda: self._commit_now([state]))
         finally:
             with self._lock:

@@ -114,6 +114,10 @@ class Reconciler:
             self._wake.set()
             return self._lock.wait_for(lambda: self._finished >= needed, timeout_s)
 
+    def wake(self) -> None:
+        """Have a round start soon, without waiting for it."""
+        self._wake.set()
+
     def stop(self) -> None:
         """Stop after the current round."""
         self._stop.set()

@@ -1,7 +1,9 @@
-"""Operator and setup calls against a Kafka cluster: readiness probes and topic creation.
+"""Operator and setup calls against a Kafka cluster.
 
-Later the operator view of client-balanced groups (``GroupView``) lives here too. Every
-``confluent_kafka`` error is turned into :class:`~client_balance.errors.KafkaClientError`.
+Readiness probes and topic creation, and the operator view of client-balanced groups:
+``GroupView.load(settings, group)``, ``list_groups`` and ``reset_offsets`` (defined in
+``client_balance._group_view``). Every ``confluent_kafka`` error is turned into
+:class:`~client_balance.errors.KafkaClientError`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,29 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # admin re-exports it without __all__
 
+from client_balance._group_view import (
+    GroupView,
+    MemberView,
+    PartitionView,
+    list_groups,
+    reset_offsets,
+)
 from client_balance._kafka_errors import from_kafka_exception
 from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
-__all__ = ["cluster_answers", "create_topics", "group_members", "wait_for_group_coordinator"]
+__all__ = [
+    "GroupView",
+    "MemberView",
+    "PartitionView",
+    "cluster_answers",
+    "create_topics",
+    "group_members",
+    "list_groups",
+    "reset_offsets",
+    "wait_for_group_coordinator",
+]
 
 _PROBE_GROUP = "__client_balance_probe"
 _TIMED_OUT = -185  # librdkafka's RD_KAFKA_RESP_ERR__TIMED_OUT

@@ -13,13 +13,14 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from client_balance import _simulate, admin
+from client_balance._cli_groups import GROUP_COMMANDS, add_group_parsers
 from client_balance.broker import (
     DEFAULT_KAFKA_VERSION,
     LocalKafka,
@@ -88,7 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
 
     _add_simulate_parser(commands)
+    add_group_parsers(commands, _running_broker_address)
     return parser
+
+
+def _running_broker_address() -> str | None:
+    state = _read_state(_default_state_file())
+    return state["bootstrap_servers"] if state and _is_our_broker(state) else None
 
 
 class _AppendChange(argparse.Action):
@@ -301,15 +308,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse exits on --help and on usage errors
         return int(exit_.code or 0)
     _configure_logging(args.verbose)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "broker": lambda given: _BROKER_ACTIONS[given.action](given),
+        "simulate": _simulate_command,
+        **GROUP_COMMANDS,
+    }
     try:
-        if args.command == "broker":
-            return _BROKER_ACTIONS[args.action](args)
-        if args.command == "simulate":
-            return _simulate_command(args)
+        return commands[args.command](args)
     except ClientBalanceError as error:
         _say(f"error: {error}")
         return EXIT_FAILED
-    return EXIT_USAGE
+    except KeyboardInterrupt:  # --watch runs until Ctrl-C
+        return EXIT_OK
 
 
 def run() -> None:

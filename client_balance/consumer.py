@@ -21,6 +21,7 @@ See ``docs/consumer.md`` for the offset rules and the error table.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import socket
@@ -45,12 +46,16 @@ from client_balance._results import (
 )
 from client_balance.admin import group_members
 from client_balance.errors import (
+    ClientBalanceError,
     ConfigError,
+    DuplicateNodeIdError,
     GroupInUseError,
+    InconsistentSourceCountError,
     InvalidConfirmContextError,
     NoMessageError,
     NotStartedError,
     PartitionNotFoundError,
+    PartitionOccupiedError,
     PartitionUnsubscribableError,
 )
 from client_balance.keys import (
@@ -61,6 +66,8 @@ from client_balance.keys import (
     to_topic_partition,
 )
 from client_balance.settings import ClientBalanceSettings
+from client_balance.status import HeldPartition, MemberReport, StatusMember
+from client_balance.strategies import Member, get_strategy
 
 __all__ = ["Assigner", "Batch", "ClientBalanceConsumer"]
 
@@ -129,6 +136,11 @@ class ClientBalanceConsumer:
         self._node_id = -1
         self._fetcher: Fetcher | None = None
         self._reconciler: Reconciler | None = None
+        self._status: StatusMember | None = None
+        self._holding = threading.RLock()
+        """Serializes registering and releasing: connect() and a reconcile round may race."""
+        self._halted: ClientBalanceError | None = None
+        """Set when a group check stopped this member: every call raises it from then on."""
         self._meta: dict[TopicPartition, PartitionMeta] = {}
         self._meta_lock = threading.Lock()
         self._meta_at = 0.0
@@ -197,21 +209,15 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state == _STOPPED:
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            members = group_members(
-                self._settings.bootstrap_servers,
-                self._settings.group_id,
-                timeout_s=self._settings.request_timeout_s,
-                kafka=self._settings.admin_config(),
-            )
-            if members:
-                raise GroupInUseError(
-                    f"group {self._settings.group_id!r} has subscribe() members {members}; "
-                    "client-balanced consumers need a group id that nobody subscribes with",
-                    group_id=self._settings.group_id,
-                )
             self._topics = parsed
             self._source_count, self._node_id = source_count, node_id
             self._fetcher = Fetcher(self._settings)
+            try:
+                self._status = self._join_group()
+            except BaseException:
+                self._fetcher.close(0.0)
+                self._fetcher = None
+                raise
             self._started_at_s = time.monotonic()
             self._state = _RUNNING
             self._reconciler = Reconciler(
@@ -234,6 +240,8 @@ class ClientBalanceConsumer:
             self._fetcher.close(RELEASE_WAIT_S)
         finally:
             self._state = _STOPPED
+            if self._status is not None:
+                self._status.leave()
 
     def __enter__(self) -> Self:
         return self
@@ -250,6 +258,8 @@ class ClientBalanceConsumer:
         allowed = (_RUNNING, _STOPPING) if stopping_ok else (_RUNNING,)
         if self._state not in allowed or self._fetcher is None:
             raise NotStartedError("the consumer is not started or has been shut down")
+        if self._halted is not None and raise_failures:
+            raise self._halted
         assert self._reconciler is not None  # noqa: S101 - set together with the fetcher
         if raise_failures:
             self._reconciler.raise_failure()
@@ -304,7 +314,8 @@ class ClientBalanceConsumer:
         self._running()
         partition = to_topic_partition(key)
         offset = check_bootstrap_offset(bootstrap_offset)
-        self._register({partition: offset}, str(key))
+        with self._holding:
+            self._register({partition: offset}, str(key))
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         fetcher = self._running()
@@ -336,8 +347,42 @@ class ClientBalanceConsumer:
                 return (low if self._from_earliest(partition) else high), False
             return min(max(committed, low), high), False
 
-        fetcher.hold({tp: self._topics[tp.topic] for tp in wanted}, choose_start)
+        wanted = self._claim(wanted, shown_key)
+        try:
+            fetcher.hold({tp: self._topics[tp.topic] for tp in wanted}, choose_start)
+        finally:
+            self._withdraw(wanted.keys() - fetcher.held())
+            if self._status is not None:
+                self._status.report_soon()
         self._bootstrapped.update(tp for tp, offset in wanted.items() if offset >= 0)
+
+    def _claim(
+        self, wanted: Mapping[TopicPartition, int], shown_key: str | None
+    ) -> dict[TopicPartition, int]:
+        """The partitions of ``wanted`` this member may hold: claimed now, or held already."""
+        assert self._fetcher is not None  # noqa: S101 - callers checked _running
+        held = self._fetcher.held()
+        fresh = {tp: offset for tp, offset in wanted.items() if tp not in held}
+        if self._status is None or not fresh:
+            return fresh
+        verdicts = self._status.claim(fresh)
+        lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
+        if lost and shown_key is not None:
+            partition, holder = next(iter(lost.items()))
+            raise PartitionOccupiedError(
+                f"partition {self._key(partition)} is held by the live member {holder}; it "
+                "can be registered once that member releases it or its lease lapses",
+                key=shown_key,
+                holder=holder,
+            )
+        if lost:
+            _log.debug("partitions held by others", partitions=sorted(map(str, lost)))
+        return {tp: offset for tp, offset in fresh.items() if tp not in lost}
+
+    def _withdraw(self, partitions: set[TopicPartition]) -> None:
+        if self._status is not None and partitions:
+            self._status.withdraw(partitions)
+            self._status.report_soon()
 
     def _from_earliest(self, partition: TopicPartition) -> bool:
         # Partitions that appear while we run start at their beginning, as Flink does:
@@ -350,7 +395,12 @@ class ClientBalanceConsumer:
     def disconnect(self, key: str | TopicPartition) -> None:
         """Release a partition: commit confirmed progress, roll back a batch that is out."""
         fetcher = self._running()
-        fetcher.release(to_topic_partition(key), RELEASE_WAIT_S)
+        partition = to_topic_partition(key)
+        with self._holding:
+            was_held = partition in fetcher.held()
+            fetcher.release(partition, RELEASE_WAIT_S)
+            if was_held:
+                self._withdraw({partition})
 
     # ------------------------------------------------------------------ consume / confirm
     def get_message(self, timeout_s: float = 10.0) -> ConsumeResult:
@@ -428,11 +478,143 @@ class ClientBalanceConsumer:
         assert self._reconciler is not None  # noqa: S101 - set with the fetcher
         return self._reconciler.run_round(timeout_s)
 
+    # ------------------------------------------------------------------ the status topic
+    def _join_group(self) -> StatusMember:
+        """Check the Kafka group for subscribe() members and join the status topic, at once.
+
+        The two are independent round trips, so they run side by side: ``start()`` is on the
+        path to the first message.
+        """
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            described = pool.submit(
+                group_members,
+                self._settings.bootstrap_servers,
+                self._settings.group_id,
+                timeout_s=self._settings.request_timeout_s,
+                kafka=self._settings.admin_config(),
+            )
+            status = self._join_status()
+            try:
+                members = described.result()
+            except BaseException:
+                status.leave()
+                raise
+        if members:
+            status.leave()
+            raise GroupInUseError(
+                f"group {self._settings.group_id!r} has subscribe() members {members}; "
+                "client-balanced consumers need a group id that nobody subscribes with",
+                group_id=self._settings.group_id,
+            )
+        return status
+
+    def _join_status(self) -> StatusMember:
+        """Join the group on the status topic; 429/430 if a live member contradicts us."""
+        status = StatusMember(
+            self._settings,
+            self._consumer_id,
+            self._describe,
+            on_change=self._status_changed,
+            on_fenced=self._fenced_changed,
+        )
+        try:
+            status.join()
+            status.check_group(self._source_count, self._node_id)
+        except BaseException:
+            status.leave()
+            raise
+        return status
+
+    def _describe(self) -> MemberReport:
+        fetcher = self._fetcher
+        held = {
+            f"{tp.topic}:{tp.partition}": HeldPartition(confirmed, committed, high)
+            for tp, confirmed, committed, high, _ in (fetcher.offsets() if fetcher else [])
+        }
+        return MemberReport(
+            consumer_id=self._consumer_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            node_id=self._node_id,
+            source_count=self._source_count,
+            topics=tuple(sorted(self._topics)),
+            strategy=self._strategy_name(),
+            version=CLIENT_VERSION,
+            lease_timeout_s=self._settings.lease_timeout_s,
+            held=held,
+        )
+
+    def _strategy_name(self) -> str:
+        # Elastic groups move partitions on every join and leave: sticky unless chosen.
+        if self._source_count < 0 and "strategy" not in self._settings.model_fields_set:
+            return "sticky"
+        return self._settings.strategy
+
+    def _status_changed(self) -> None:
+        if self._reconciler is not None:
+            self._reconciler.wake()
+
+    def _fenced_changed(self, fenced: bool) -> None:
+        # Called from the report thread: release at once, before the lease runs out.
+        if fenced and self._fetcher is not None:
+            for partition in sorted(self._fetcher.held()):
+                self._fetcher.release(partition, 0.0, commit=False)
+        self._status_changed()
+
+    def _keep_status(self, status: StatusMember, fetcher: Fetcher) -> bool:
+        """Group checks and lapsed claims before a round; False if the round must not go on."""
+        try:
+            status.check_group(self._source_count, self._node_id)
+        except (InconsistentSourceCountError, DuplicateNodeIdError) as error:
+            _log.error("stopping: the group already has a member like this", error=str(error))
+            self._halted = error
+            for partition in sorted(fetcher.held()):
+                fetcher.release(partition, RELEASE_WAIT_S)
+            status.leave()  # withdraws its claims and its report: the group sees it gone
+            return False
+        held = fetcher.held()
+        if status.fenced:
+            for partition in sorted(held):
+                fetcher.release(partition, 0.0, commit=False)
+            status.forget(held)
+            return False
+        holders = status.holders()
+        # Our claims lapsed while we could not report, and someone else took over.
+        taken = {tp for tp in held if holders.get(tp) != self._consumer_id}
+        for partition in sorted(taken):
+            _log.warning("partition taken over by another member", partition=str(partition))
+            fetcher.release(partition, 0.0, commit=False)
+        status.forget(taken)
+        return True
+
+    def _elastic_target(
+        self, status: StatusMember, meta: Mapping[TopicPartition, PartitionMeta]
+    ) -> dict[TopicPartition, int]:
+        """The share of this member when the members are the live elastic reporters."""
+        members = status.elastic_members()
+        if self._consumer_id not in members:
+            return {}
+        counts: dict[str, int] = {}
+        for partition in meta:
+            counts[partition.topic] = max(counts.get(partition.topic, 0), partition.partition + 1)
+        group = [
+            Member(member_id, topics & counts.keys(), sorted(owned), generation=1)
+            for member_id, (topics, owned) in sorted(members.items())
+        ]
+        assignment = get_strategy(self._strategy_name()).assign(counts, group)
+        return dict.fromkeys(assignment.get(self._consumer_id, ()), RESUME_OFFSET)
+
     # ------------------------------------------------------------------ reconcile
     def _reconcile_round(self) -> None:
-        if self._state != _RUNNING or self._fetcher is None:
+        with self._holding:
+            self._reconcile_locked()
+
+    def _reconcile_locked(self) -> None:
+        if self._state != _RUNNING or self._fetcher is None or self._halted is not None:
             return
         fetcher = self._fetcher
+        if self._status is not None and not self._keep_status(self._status, fetcher):
+            return
         self._refresh_meta(max_age_s=0.0)
         with self._meta_lock:
             meta = dict(self._meta)
@@ -441,6 +623,7 @@ class ClientBalanceConsumer:
         unusable = {tp for tp in held if tp not in meta or not meta[tp].subscribable}
         for partition in sorted((held - target.keys()) | unusable):
             fetcher.release(partition, RELEASE_WAIT_S)
+            self._withdraw({partition})
         wanted = {
             tp: RESUME_OFFSET if tp in self._bootstrapped else target[tp]
             for tp in sorted(target.keys() - held)
@@ -463,6 +646,8 @@ class ClientBalanceConsumer:
             )
             answer = self._assigner({m.key: m for m in meta.values()}, context)
             target.update(user_target(answer))
+        elif self._source_count < 0 and self._status is not None:
+            target.update(self._elastic_target(self._status, meta))
         elif self._source_count > 0:
             counts: dict[str, int] = {}
             for partition in meta:

@@ -154,6 +154,8 @@ class Worker:
             commit="sync",
             reconcile_interval_s=args.reconcile_interval_s,
             batch_max_messages=args.batch_max,
+            lease_timeout_s=args.lease_timeout_s,
+            report_interval_s=min(1.0, args.lease_timeout_s / 3),
         )
 
     def run(self) -> int:
@@ -169,7 +171,10 @@ class Worker:
                 self.write_held(consumer)
                 try:
                     result = consumer.get_message(timeout_s=0.2)
-                except NoMessageError:
+                except NoMessageError as nothing:
+                    if nothing.code == NoMessageError.NO_PARTITION:
+                        # Not idle: waiting for partitions (a dead predecessor's lease, say).
+                        last_message_at = time.monotonic()
                     idle = self.args.stop_after_idle_s
                     if idle is not None and time.monotonic() - last_message_at > idle:
                         break
@@ -236,6 +241,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stop-after-idle-s", type=float, default=None)
     parser.add_argument("--batch-max", type=int, default=1000)
     parser.add_argument("--reconcile-interval-s", type=float, default=1.0)
+    parser.add_argument("--lease-timeout-s", type=float, default=6.0)
     parser.add_argument(
         "--confirm-delay-s",
         type=float,

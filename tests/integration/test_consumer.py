@@ -143,7 +143,7 @@ def test_stale_and_malformed_confirm_contexts_are_refused(
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
     consumer = make_consumer(batch_max_messages=10)
-    consumer.start([topic])
+    consumer.start([topic], source_count=0)
     consumer.connect(f"{topic}:0")
 
     batch = consumer.get_message(timeout_s=10)
@@ -195,7 +195,7 @@ def test_connect_starts_at_bootstrap_offset_and_commits_it(
     topic = new_topic(partitions=2)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(100)])
     consumer = make_consumer(batch_max_messages=10)
-    consumer.start([topic])  # no source_count: only what is connected is held
+    consumer.start([topic], source_count=0)  # manual: only what is connected is held
     assert consumer.registered_partitions() == set()
 
     consumer.connect(f"{topic}:0", 40)
@@ -232,7 +232,7 @@ def test_out_of_range_bootstrap_offsets_are_clamped(
     for future in deleted.values():
         future.result(timeout=30)
     consumer = make_consumer(batch_max_messages=10)
-    consumer.start([topic])
+    consumer.start([topic], source_count=0)
     key = f"{topic}:0"
     group = consumer.settings.group_id
 

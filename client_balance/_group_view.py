@@ -1,0 +1,357 @@
+"""The operator's view of a client-balanced group, and the offset reset that needs it.
+
+:class:`GroupView` reads the group's records from the status topic once (the same records the
+members decide by), adds the group's committed offsets and the high watermarks from Kafka, and
+derives what operators ask: who holds what, how far behind each partition is, which partitions
+nobody holds, and what contradicts TubeMQ's rules (node ids twice, differing source counts).
+Members are live while their last record is within their lease of the newest record or of
+this host's clock, whichever is later: a group whose members all died would otherwise look
+alive forever.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance._kafka_errors import from_kafka_exception
+from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+from client_balance.status import (
+    GroupState,
+    StatusReader,
+    ensure_status_topic,
+    parse_key,
+    status_partition,
+)
+
+__all__ = ["GroupView", "MemberView", "PartitionView", "list_groups", "reset_offsets"]
+
+
+@dataclass(frozen=True)
+class MemberView:
+    """One member as its last report shows it."""
+
+    consumer_id: str
+    host: str
+    pid: int
+    node_id: int
+    source_count: int
+    topics: tuple[str, ...]
+    strategy: str
+    version: str
+    live: bool
+    fenced: bool
+    last_seen_s: float
+    """Seconds since its last record (by the later of broker and local time)."""
+    holds: tuple[str, ...]
+    """``topic:partition`` keys it holds by its claims."""
+    lag: int | None
+    """Sum of its reported partitions' lag."""
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One partition of the group's topics."""
+
+    topic: str
+    partition: int
+    holder: str | None
+    committed: int | None
+    high: int | None
+
+    @property
+    def lag(self) -> int | None:
+        """Messages after the committed offset (all of them when nothing is committed)."""
+        if self.high is None:
+            return None
+        return max(self.high - (self.committed or 0), 0)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """Members, partitions, offsets, orphans and conflicts of one client-balanced group."""
+
+    group: str
+    members: tuple[MemberView, ...]
+    partitions: tuple[PartitionView, ...]
+    conflicts: tuple[str, ...] = field(default=())
+
+    @property
+    def live_members(self) -> tuple[MemberView, ...]:
+        """The members whose lease has not run out."""
+        return tuple(member for member in self.members if member.live)
+
+    @property
+    def orphaned(self) -> tuple[PartitionView, ...]:
+        """Partitions of the group's topics that no live member holds."""
+        return tuple(p for p in self.partitions if p.holder is None)
+
+    @property
+    def total_lag(self) -> int:
+        """Lag summed over the partitions whose high watermark is known."""
+        return sum(p.lag or 0 for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``."""
+        return {
+            "group": self.group,
+            "members": [asdict(m) for m in self.members],
+            "partitions": [{**asdict(p), "lag": p.lag} for p in self.partitions],
+            "orphaned": [f"{p.topic}:{p.partition}" for p in self.orphaned],
+            "conflicts": list(self.conflicts),
+            "total_lag": self.total_lag,
+        }
+
+    @classmethod
+    def load(
+        cls, settings: ClientBalanceSettings, group: str | None = None, *, timeout_s: float = 30.0
+    ) -> GroupView:
+        """Read ``group`` (default ``settings.group_id``) from the status topic and Kafka."""
+        group = group or settings.group_id
+        state = _read_state(settings, group, timeout_s)
+        now_ms = max(state.last_ms, int(time.time() * 1000))
+        holders = state.live_holders(now_ms)
+        members = []
+        topics: set[str] = set()
+        for consumer_id, member in sorted(state.members.items()):
+            report = member.report
+            if report is None:
+                continue
+            live = state.is_alive(consumer_id, now_ms)
+            if live:
+                topics.update(report.topics)
+            lags = [held.lag for held in report.held.values() if held.lag is not None]
+            members.append(
+                MemberView(
+                    consumer_id=consumer_id,
+                    host=report.host,
+                    pid=report.pid,
+                    node_id=report.node_id,
+                    source_count=report.source_count,
+                    topics=report.topics,
+                    strategy=report.strategy,
+                    version=report.version,
+                    live=live,
+                    fenced=report.fenced,
+                    last_seen_s=round((now_ms - member.last_seen_ms) / 1000, 1),
+                    holds=tuple(
+                        f"{tp.topic}:{tp.partition}"
+                        for tp, holder in holders.items()
+                        if holder == consumer_id
+                    ),
+                    lag=sum(lags) if lags else None,
+                )
+            )
+        partitions = _partitions(settings, group, topics, holders, timeout_s)
+        return cls(group, tuple(members), partitions, _conflicts(members))
+
+
+def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -> GroupState:
+    kafka = settings.admin_config()
+    count = ensure_status_topic(
+        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s
+    )
+    reader = StatusReader(
+        settings.bootstrap_servers,
+        settings.status_topic,
+        status_partition(group, count),
+        group,
+        kafka=kafka,
+        timeout_s=timeout_s,
+        follow=False,
+    )
+    try:
+        reader.read_to_end(timeout_s)
+    finally:
+        reader.close()
+    return reader.state
+
+
+def _offsets_client(settings: ClientBalanceSettings, group: str) -> Consumer:
+    return Consumer(
+        {
+            **settings.admin_config(),
+            "bootstrap.servers": settings.bootstrap_servers,
+            "group.id": group,
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def _partitions(
+    settings: ClientBalanceSettings,
+    group: str,
+    topics: set[str],
+    holders: Mapping[TopicPartition, str],
+    timeout_s: float,
+) -> tuple[PartitionView, ...]:
+    if not topics:
+        return ()
+    client = _offsets_client(settings, group)
+    try:
+        metadata = client.list_topics(timeout=timeout_s)
+        wanted = [
+            KafkaTopicPartition(topic, number)
+            for topic in sorted(topics)
+            if topic in metadata.topics
+            for number in sorted(metadata.topics[topic].partitions)
+        ]
+        committed = {
+            (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+            for tp in client.committed(wanted, timeout=timeout_s)
+        }
+        views = []
+        for tp in wanted:
+            _, high = client.get_watermark_offsets(tp, timeout=timeout_s)
+            key = TopicPartition(tp.topic, tp.partition)
+            views.append(
+                PartitionView(
+                    tp.topic, tp.partition, holders.get(key), committed.get(key), int(high)
+                )
+            )
+        return tuple(views)
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"reading offsets of group {group!r}") from error
+    finally:
+        client.close()
+
+
+def _conflicts(members: list[MemberView]) -> tuple[str, ...]:
+    live = [m for m in members if m.live]
+    found = []
+    counts = sorted({m.source_count for m in live if m.source_count > 0})
+    if len(counts) > 1:
+        found.append(f"live members disagree on source_count: {counts}")
+    by_node: dict[int, list[str]] = {}
+    for member in live:
+        if member.source_count > 0:
+            by_node.setdefault(member.node_id, []).append(member.consumer_id)
+    found.extend(
+        f"node_id {node} is held by {len(ids)} live members: {', '.join(ids)}"
+        for node, ids in sorted(by_node.items())
+        if len(ids) > 1
+    )
+    return tuple(found)
+
+
+def list_groups(settings: ClientBalanceSettings, *, timeout_s: float = 30.0) -> dict[str, int]:
+    """Client-balanced groups with members in the status topic -> how many are live."""
+    kafka = settings.admin_config()
+    count = ensure_status_topic(
+        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s
+    )
+    states: dict[str, GroupState] = {}
+    for partition in range(count):
+        reader = StatusReader(
+            settings.bootstrap_servers, settings.status_topic, partition, f"?{uuid.uuid4()}",
+            kafka=kafka, timeout_s=timeout_s, follow=False, keep_records=True,
+        )  # fmt: skip
+        try:
+            reader.read_to_end(timeout_s)
+        finally:
+            reader.close()
+        for key, value, offset, stamp in reader.records or ():
+            parsed = parse_key(key)
+            if parsed is not None:
+                group = parsed[1]
+                states.setdefault(group, GroupState(group)).apply(key, value, offset, stamp)
+    now_ms = int(time.time() * 1000)
+    return {
+        group: len(state.live_reports(max(state.last_ms, now_ms)))
+        for group, state in sorted(states.items())
+        if state.members
+    }
+
+
+def reset_offsets(
+    settings: ClientBalanceSettings,
+    group: str,
+    to: str,
+    *,
+    topics: tuple[str, ...] = (),
+    timeout_s: float = 30.0,
+) -> dict[str, int]:
+    """Commit ``group``'s offsets to ``earliest``, ``latest`` or a time (ms since the epoch).
+
+    Refuses while the group has live members, as TubeMQ's admin call and Kafka's tool do:
+    their next commit would undo the reset. ``topics`` default to those the members reported.
+    Returns ``topic:partition`` -> the offset committed.
+    """
+    stamp = _parse_reset_target(to)
+    view = GroupView.load(settings, group, timeout_s=timeout_s)
+    if view.live_members:
+        ids = ", ".join(m.consumer_id for m in view.live_members)
+        raise ConfigError(
+            f"group {group!r} has live members ({ids}); stop them first (their leases run "
+            f"out {settings.lease_timeout_s:g} s after they stop)"
+        )
+    chosen = topics or tuple(sorted({t for m in view.members for t in m.topics}))
+    if not chosen:
+        raise ConfigError(
+            f"group {group!r} has no member reports to take topics from; name them with --topic"
+        )
+    client = _offsets_client(settings, group)
+    try:
+        offsets = _reset_positions(client, chosen, to, stamp, timeout_s)
+        answers = client.commit(offsets=offsets, asynchronous=False) or []
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"resetting offsets of group {group!r}") from error
+    finally:
+        client.close()
+    for answer in answers:
+        if answer.error is not None:
+            raise from_kafka_exception(
+                KafkaException(answer.error), f"committing the reset of group {group!r}"
+            )
+    return {f"{tp.topic}:{tp.partition}": tp.offset for tp in offsets}
+
+
+def _parse_reset_target(to: str) -> int | None:
+    if to in {"earliest", "latest"}:
+        return None
+    try:
+        return int(to)
+    except ValueError:
+        raise ConfigError(
+            f"--to {to!r} is not allowed; use earliest, latest or a time in milliseconds since "
+            "the epoch"
+        ) from None
+
+
+def _reset_positions(
+    client: Consumer, topics: tuple[str, ...], to: str, stamp: int | None, timeout_s: float
+) -> list[KafkaTopicPartition]:
+    metadata = client.list_topics(timeout=timeout_s)
+    wanted = []
+    for topic in topics:
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            raise ConfigError(f"topic {topic!r} does not exist")
+        wanted += [
+            KafkaTopicPartition(topic, number)
+            for number in sorted(metadata.topics[topic].partitions)
+        ]
+    found = {}
+    if stamp is not None:
+        asked = [KafkaTopicPartition(tp.topic, tp.partition, stamp) for tp in wanted]
+        found = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in client.offsets_for_times(asked, timeout=timeout_s)
+        }
+    positions = []
+    for tp in wanted:
+        low, high = client.get_watermark_offsets(tp, timeout=timeout_s)
+        if stamp is not None:
+            at = found.get((tp.topic, tp.partition), -1)
+            offset = at if at >= 0 else high  # nothing at or after the time: the end
+        else:
+            offset = low if to == "earliest" else high
+        positions.append(KafkaTopicPartition(tp.topic, tp.partition, offset))
+    return positions

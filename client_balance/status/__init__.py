@@ -1,0 +1,37 @@
+"""The status topic: member reports, ownership claims and the group state read from them.
+
+Internal: the consumer uses :class:`StatusMember`; operators see the same records through
+:class:`client_balance.admin.GroupView`. See ``docs/operations.md``.
+"""
+
+from client_balance.status._log import (
+    StatusReader,
+    StatusWriter,
+    ensure_status_topic,
+    status_partition,
+)
+from client_balance.status._member import StatusMember
+from client_balance.status._state import (
+    Claim,
+    GroupState,
+    HeldPartition,
+    MemberReport,
+    claim_key,
+    member_key,
+    parse_key,
+)
+
+__all__ = [
+    "Claim",
+    "GroupState",
+    "HeldPartition",
+    "MemberReport",
+    "StatusMember",
+    "StatusReader",
+    "StatusWriter",
+    "claim_key",
+    "ensure_status_topic",
+    "member_key",
+    "parse_key",
+    "status_partition",
+]

@@ -1,0 +1,269 @@
+"""A consumer's side of the status topic: its reports, its claims, and fencing itself.
+
+The member writes its first report at start and waits to read it back, so its view then holds
+every record written before it joined. After that a thread writes a report on change and every
+``report_interval_s``. A member that has not managed to write a report for nearly its lease
+fences itself (``on_fenced(True)``): the others will soon consider it dead and take its
+partitions, so it must stop fetching first. Once a report gets through again it is told
+(``on_fenced(False)``) and claims afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import structlog
+
+from client_balance.errors import (
+    ClientBalanceError,
+    DuplicateNodeIdError,
+    InconsistentSourceCountError,
+    KafkaClientError,
+)
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+from client_balance.status._log import (
+    StatusReader,
+    StatusWriter,
+    ensure_status_topic,
+    status_partition,
+)
+from client_balance.status._state import MemberReport, claim_key, member_key
+
+__all__ = ["StatusMember"]
+
+_log = structlog.get_logger("client_balance.status")
+
+
+class StatusMember:
+    """One consumer's membership of its group on the status topic."""
+
+    def __init__(
+        self,
+        settings: ClientBalanceSettings,
+        consumer_id: str,
+        describe: Callable[[], MemberReport],
+        *,
+        on_change: Callable[[], None],
+        on_fenced: Callable[[bool], None],
+    ) -> None:
+        self._settings = settings
+        self._group = settings.group_id
+        self._id = consumer_id
+        self._describe = describe
+        self._on_change = on_change
+        self._on_fenced = on_fenced
+        timeout_s = settings.request_timeout_s
+        kafka = settings.admin_config()
+        topic = settings.status_topic
+        count = ensure_status_topic(
+            settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s
+        )
+        partition = status_partition(self._group, count)
+        self._writer = StatusWriter(
+            settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s
+        )
+        self._reader = StatusReader(
+            settings.bootstrap_servers, topic, partition, self._group,
+            kafka=kafka, timeout_s=timeout_s, on_change=on_change,
+        )  # fmt: skip
+        self._reader.state.verdicts_of = consumer_id
+        self._join_offset: int | None = None
+        self._claimed: set[TopicPartition] = set()
+        self._fenced = False
+        self._left = False
+        self._last_written_s = 0.0  # monotonic time the last acknowledged report was sent
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def join(self) -> None:
+        """Write the first report and read up to it; then start reporting periodically."""
+        sent = time.monotonic()
+        ((offset, _),) = self._writer.write([(member_key(self._group, self._id), self._report())])
+        self._join_offset, self._last_written_s = offset, sent
+        self._wait_applied(offset)
+        self._thread = threading.Thread(target=self._run, name="client-balance-report", daemon=True)
+        self._thread.start()
+
+    def leave(self) -> None:
+        """Withdraw every claim and the report (a clean shutdown), and stop. Idempotent."""
+        if self._left:
+            return
+        self._left = True
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        try:
+            records: list[tuple[bytes, bytes | None]] = [
+                (claim_key(self._group, tp, self._id), None) for tp in sorted(self._claimed)
+            ]
+            records.append((member_key(self._group, self._id), None))
+            self._writer.write(records)
+        except ClientBalanceError as error:
+            _log.warning("could not withdraw from the status topic", error=str(error))
+        finally:
+            self._writer.close()
+            self._reader.close()
+
+    @property
+    def fenced(self) -> bool:
+        """True while the member could not report within its lease."""
+        return self._fenced
+
+    # ------------------------------------------------------------------ group checks
+    def check_group(self, source_count: int, node_id: int) -> None:
+        """Raise 429/430 if a live member that joined before this one contradicts it."""
+        with self._reader.lock:
+            state = self._reader.state
+            mine = state.join_order(self._id)
+            for other_id, report in state.live_reports().items():
+                if other_id == self._id or state.join_order(other_id) > mine:
+                    continue
+                if _died_here(report):
+                    continue  # a predecessor on this host that was killed: its lease will lapse
+                if report.source_count != source_count and (
+                    report.source_count > 0 or source_count > 0
+                ):
+                    raise InconsistentSourceCountError(
+                        f"[Inconsistency subscribe] {self._id}'s source_count is inconsistent "
+                        f"with other consumers in group {self._group!r}: required is "
+                        f"{report.source_count} (as {other_id} has it), requested {source_count}",
+                        ours=source_count,
+                        group=report.source_count,
+                    )
+                if source_count > 0 and report.node_id == node_id:
+                    raise DuplicateNodeIdError(
+                        f"[Inconsistency subscribe] {self._id}'s node_id {node_id} is occupied "
+                        f"by {other_id} in group {self._group!r}",
+                        node_id=node_id,
+                        holder=other_id,
+                    )
+
+    # ------------------------------------------------------------------ claims
+    def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
+        """Claim ``partitions``: None for each one won, else the live holder it lost to."""
+        wanted = sorted(partitions)
+        if not wanted:
+            return {}
+        written = self._writer.write(
+            [(claim_key(self._group, tp, self._id), b"{}") for tp in wanted]
+        )
+        self._wait_applied(written[-1][0])
+        verdicts: dict[TopicPartition, str | None] = {}
+        with self._reader.lock:
+            for partition, (offset, _) in zip(wanted, written, strict=True):
+                verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
+        won = [tp for tp, holder in verdicts.items() if holder is None]
+        lost = [tp for tp, holder in verdicts.items() if holder is not None]
+        self._claimed.update(won)
+        if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
+            self.withdraw(lost)
+        return verdicts
+
+    def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
+        """Withdraw the claims on ``partitions`` (after they are released)."""
+        gone = sorted(partitions)
+        if gone:
+            self._writer.write([(claim_key(self._group, tp, self._id), None) for tp in gone])
+            self._claimed.difference_update(gone)
+
+    def holders(self) -> dict[TopicPartition, str]:
+        """Live holder of each held partition, as the view stands."""
+        with self._reader.lock:
+            return self._reader.state.live_holders()
+
+    def elastic_members(self) -> dict[str, tuple[frozenset[str], set[TopicPartition]]]:
+        """Live elastic members (``source_count=-1``): id -> (topics, partitions held)."""
+        with self._reader.lock:
+            state = self._reader.state
+            holders = state.live_holders()
+            members = {
+                member_id: (frozenset(report.topics), set[TopicPartition]())
+                for member_id, report in state.live_reports().items()
+                if report.source_count < 0 and not report.fenced
+            }
+        for partition, holder in holders.items():
+            if holder in members:
+                members[holder][1].add(partition)
+        return members
+
+    # ------------------------------------------------------------------ reports
+    def report_soon(self) -> None:
+        """Write a report now (what the member holds changed)."""
+        self._wake.set()
+
+    def _report(self) -> bytes:
+        report = self._describe()
+        return replace(
+            report,
+            join_offset=self._join_offset,
+            fenced=self._fenced,
+            lease_timeout_s=self._settings.lease_timeout_s,
+        ).encode()
+
+    def _run(self) -> None:
+        interval_s = self._settings.report_interval_s
+        # Fence with a margin: the others count the lease from when the last report landed,
+        # which is after it was sent, and stopping the fetch takes a moment.
+        fence_after_s = self._settings.lease_timeout_s - min(
+            interval_s, self._settings.lease_timeout_s / 3
+        )
+        while not self._stop.is_set():
+            self._wake.wait(interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            sent = time.monotonic()
+            try:
+                self._writer.write([(member_key(self._group, self._id), self._report())])
+            except KafkaClientError as error:
+                silent_s = time.monotonic() - self._last_written_s
+                _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
+                if silent_s >= fence_after_s and not self._fenced:
+                    self._fenced = True
+                    _log.warning("fenced: no report within the lease; stopped fetching")
+                    self._on_fenced(True)
+                continue
+            self._last_written_s = sent
+            if self._fenced:
+                self._fenced = False
+                self._claimed.clear()  # they lapsed; the next round claims afresh
+                self._on_fenced(False)
+
+    def _wait_applied(self, offset: int) -> None:
+        if not self._reader.wait_applied(offset, self._settings.request_timeout_s):
+            raise KafkaClientError(
+                f"could not read back record {offset} of the status topic within "
+                f"{self._settings.request_timeout_s} s",
+                kafka_code=-185,
+                kafka_name="_TIMED_OUT",
+            )
+
+    def claimed(self) -> set[TopicPartition]:
+        """The partitions this member has claimed and not withdrawn."""
+        return set(self._claimed)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop claims that lapsed or were lost without withdrawing them (nothing to write)."""
+        self._claimed.difference_update(partitions)
+
+
+def _died_here(report: MemberReport) -> bool:
+    """Whether the member ran on this host in a process that no longer exists."""
+    if report.host != socket.gethostname() or report.pid == os.getpid():
+        return False
+    try:
+        os.kill(report.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return False

@@ -1,0 +1,427 @@
+"""The status topic against the real broker: ownership, group checks, operator view, elastic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance import (
+    ClientBalanceConsumer,
+    ClientBalanceSettings,
+    ConfigError,
+    DuplicateNodeIdError,
+    InconsistentSourceCountError,
+    PartitionOccupiedError,
+    admin,
+)
+from client_balance.cli import main as cli_main
+from client_balance.keys import TopicPartition
+from client_balance.status import (
+    GroupState,
+    MemberReport,
+    StatusWriter,
+    member_key,
+    parse_key,
+    status_partition,
+)
+from client_balance.strategies import Member, get_strategy
+from tests.integration.test_consumer_group import (
+    REPO,
+    Group,
+    Node,
+    all_records,
+    groups,  # noqa: F401 - the fixture, used by name
+    highs,
+    produce,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+STATUS_TOPIC = "__client_balance_status"
+
+
+@pytest.fixture
+def make_member(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceConsumer]]:
+    """Factory of consumers in one fresh group (``group=`` to share one); shut down at the end."""
+    made: list[ClientBalanceConsumer] = []
+    default_group = f"status-{uuid.uuid4().hex[:8]}"
+
+    def make(**values: object) -> ClientBalanceConsumer:
+        values.setdefault("group_id", default_group)
+        settings = ClientBalanceSettings(
+            bootstrap_servers=kafka_bootstrap,
+            start_position="earliest",
+            report_interval_s=1.0,
+            lease_timeout_s=6.0,
+            reconcile_interval_s=1.0,
+            **values,
+        )
+        made.append(ClientBalanceConsumer(settings))
+        return made[-1]
+
+    yield make
+    for consumer in made:
+        consumer.shutdown()
+
+
+def status_log(bootstrap: str, group: str) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "status-log", "enable.partition.eof": True}
+    )
+    count = len(reader.list_topics(STATUS_TOPIC, timeout=10).topics[STATUS_TOPIC].partitions)
+    reader.assign([KafkaTopicPartition(STATUS_TOPIC, status_partition(group, count), 0)])
+    records: list[tuple[bytes | None, bytes | None, int, int]] = []
+    try:
+        while True:
+            message = reader.poll(5)
+            assert message is not None, "the status topic did not reach its end"
+            error = message.error()
+            if error is not None:
+                assert error.code() == -191, error  # _PARTITION_EOF
+                return records
+            parsed = parse_key(message.key())
+            if parsed is not None and parsed[1] == group:
+                offset = message.offset()
+                assert offset is not None
+                records.append((message.key(), message.value(), offset, message.timestamp()[1]))
+    finally:
+        reader.close()
+
+
+# ------------------------------------------------------------------------------- ownership
+@pytest.mark.timeout(240)
+def test_two_processes_racing_for_a_partition_never_both_hold_it(
+    kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """200 rounds of two processes connecting one partition: one holder each time, the other 410."""
+    rounds = 200
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 50, partitions=1)
+    group = f"race-{uuid.uuid4().hex[:8]}"
+    outs = {name: tmp_path / f"{name}.out" for name in ("a", "b")}
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.race_worker",
+                "--bootstrap",
+                kafka_bootstrap,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--rounds",
+                str(rounds),
+                "--dir",
+                str(tmp_path),
+                "--name",
+                name,
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"{name}.log").open("wb"),
+        )
+        for name in outs
+    ]
+
+    def lines(name: str) -> list[str]:
+        path = outs[name]
+        return path.read_text().splitlines() if path.exists() else []
+
+    def line_of(name: str, round_: int, *kinds: str) -> str | None:
+        for line in lines(name):
+            number, kind, *_ = [*line.split(), ""]
+            if number == str(round_) and kind in kinds:
+                return line
+        return None
+
+    try:
+        wait_until(lambda: all("ready" in lines(n) for n in outs), 60, "both racers ready")
+        winners: Counter[str] = Counter()
+        for round_ in range(rounds):
+            (tmp_path / f"go-{round_}").touch()
+            wait_until(
+                lambda r=round_: all(line_of(n, r, "won", "lost") for n in outs),  # type: ignore[misc]
+                30,
+                f"both answers of round {round_}",
+            )
+            answers = {n: line_of(n, round_, "won", "lost") or "" for n in outs}
+            won = [n for n, line in answers.items() if line.split()[1] == "won"]
+            assert len(won) == 1, f"round {round_}: {answers}"
+            loser = next(n for n in outs if n not in won)
+            assert answers[loser].split()[1] == "lost"
+            winners[won[0]] += 1
+            (tmp_path / f"release-{round_}").touch()
+            wait_until(
+                lambda r=round_, w=won[0]: line_of(w, r, "released") is not None,  # type: ignore[misc]
+                30,
+                f"release of round {round_}",
+            )
+        assert sum(winners.values()) == rounds
+        for process in processes:
+            assert process.wait(timeout=30) == 0
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_connect_of_a_partition_held_by_a_live_member_raises_410(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """connect() of a partition another live member holds raises 410 naming the holder."""
+    topic = new_topic(partitions=2)
+    first, second = make_member(), make_member()
+    first.start([topic], source_count=0)
+    second.start([topic], source_count=0)
+    first.connect(f"{topic}:1")
+    with pytest.raises(PartitionOccupiedError) as occupied:
+        second.connect(f"{topic}:1")
+    assert occupied.value.code == 410
+    assert occupied.value.holder == first.consumer_id
+    second.connect(f"{topic}:0")  # the other partition is free
+    first.disconnect(f"{topic}:1")
+    second.connect(f"{topic}:1")  # released: now it is free too
+    assert second.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:1"}
+
+
+# ---------------------------------------------------------------------------- group checks
+def test_start_raises_429_and_430_against_the_live_group(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """A differing source_count raises 429 and a taken node id 430; the first member runs on."""
+    topic = new_topic(partitions=4)
+    first = make_member()
+    first.start([topic], source_count=2, node_id=0)
+    with pytest.raises(InconsistentSourceCountError) as inconsistent:
+        make_member().start([topic], source_count=3, node_id=1)
+    assert (inconsistent.value.code, inconsistent.value.ours, inconsistent.value.group) == (
+        429, 3, 2,
+    )  # fmt: skip
+    with pytest.raises(DuplicateNodeIdError) as duplicate:
+        make_member().start([topic], source_count=2, node_id=0)
+    assert duplicate.value.code == 430
+    assert duplicate.value.holder == first.consumer_id
+    make_member().start([topic], source_count=2, node_id=1)
+    assert first.is_partitions_ready(10)
+
+
+def test_a_conflict_seen_later_stops_the_later_member(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A member that learns an earlier live member has its node id stops with 430 and lets go."""
+    topic = new_topic(partitions=2)
+    member = make_member()
+    member.start([topic], source_count=2, node_id=1)
+    assert member.is_partitions_ready(10)
+    # An earlier member (join offset 0) with the same node id, as a concurrent start would leave.
+    earlier = MemberReport(
+        consumer_id="earlier-member", host="elsewhere", pid=1, node_id=1, source_count=2,
+        topics=(topic,), strategy="modulo", version="test", lease_timeout_s=30.0, join_offset=0,
+    )  # fmt: skip
+    group = member.settings.group_id
+    writer = StatusWriter(kafka_bootstrap, STATUS_TOPIC, 0, kafka={}, timeout_s=10)
+    writer.write([(member_key(group, "earlier-member"), earlier.encode())])
+    writer.close()
+    member.reconcile_now(10)
+
+    def stopped() -> bool:
+        try:
+            member.registered_partitions()
+        except DuplicateNodeIdError:
+            return True
+        return False
+
+    wait_until(stopped, 15, "the later member stops with 430")
+    view = admin.GroupView.load(member.settings)
+    assert {m.consumer_id for m in view.live_members} == {"earlier-member"}
+
+
+def test_status_topic_must_be_compacted(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A status topic that exists with cleanup.policy=delete is refused, naming the fix."""
+    wrong = new_topic(partitions=1)
+    consumer = make_member(status_topic=wrong)
+    with pytest.raises(ConfigError, match=r"cleanup.policy=delete; it must be compacted"):
+        consumer.start([wrong], source_count=0)
+
+
+# ---------------------------------------------------------------------------- operator view
+@pytest.mark.timeout(120)
+def test_group_view_and_cli_status_show_the_workers(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GroupView and `client-balance status` show each worker, its partitions, offsets and lag."""
+    topic = new_topic(partitions=6)
+    produce(kafka_bootstrap, topic, 6_000, partitions=6)
+    group = groups(kafka_bootstrap, topic, 3)
+    nodes = group.spawn_all("--stop-after-idle-s", "30")
+    wait_until(
+        lambda: sum(len(n.records()) for n in nodes if n.out.exists()) >= 6_000,
+        60,
+        "every message consumed",
+    )
+    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
+
+    def settled() -> bool:
+        view = admin.GroupView.load(settings)
+        return len(view.live_members) == 3 and view.total_lag == 0 and not view.orphaned
+
+    wait_until(settled, 30, "three live members, every partition held, no lag")
+    view = admin.GroupView.load(settings)
+    by_node = {m.node_id: m for m in view.live_members}
+    assert sorted(by_node) == [0, 1, 2]
+    for partition in view.partitions:
+        holder = next(m for m in view.members if m.consumer_id == partition.holder)
+        assert partition.partition % 3 == holder.node_id  # the modulo rule
+        assert partition.committed == partition.high == 1_000
+    assert view.conflicts == ()
+
+    assert cli_main(["status", "--group", group.group, "--bootstrap-servers", kafka_bootstrap,
+                     "--json"]) == 0  # fmt: skip
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["orphaned"] == []
+    assert shown["total_lag"] == 0
+    assert {p["holder"] for p in shown["partitions"]} == {m.consumer_id for m in view.members}
+    assert cli_main(["status", "--group", group.group, "--bootstrap-servers", kafka_bootstrap]) == 0
+    table = capsys.readouterr().out
+    assert "3 live member(s), 6 partition(s), 0 orphaned, total lag 0" in table
+
+    # Offsets cannot be reset under live members; once they stop, they can.
+    assert cli_main(["reset-offsets", "--group", group.group, "--to", "earliest",
+                     "--bootstrap-servers", kafka_bootstrap]) == 1  # fmt: skip
+    assert "has live members" in capsys.readouterr().err
+    group.stop(nodes)
+    assert cli_main(["reset-offsets", "--group", group.group, "--to", "earliest",
+                     "--bootstrap-servers", kafka_bootstrap]) == 0  # fmt: skip
+    assert all(p.committed == 0 for p in admin.GroupView.load(settings).partitions)
+    assert cli_main(["groups", "--bootstrap-servers", kafka_bootstrap, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[group.group] == 0  # listed, nobody live
+
+
+# ---------------------------------------------------------------------------- elastic groups
+def _held_counts(view: admin.GroupView) -> dict[str, int]:
+    return {m.consumer_id: len(m.holds) for m in view.live_members}
+
+
+@pytest.mark.timeout(300)
+def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+) -> None:
+    """3 -> 5 -> 2 elastic members over 500,000 messages: none lost, no takeover, strategy moves."""
+    partitions, total = 12, 500_000
+    topic = new_topic(partitions=partitions)
+    produce(kafka_bootstrap, topic, total, partitions=partitions)
+    high = highs(kafka_bootstrap, topic, partitions)
+    group = groups(kafka_bootstrap, topic, -1)
+    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
+    options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.05")
+    running: list[Node] = []
+    boundaries: list[int] = []  # status-log positions where the group had settled
+
+    def settle(size: int) -> None:
+        def balanced() -> bool:
+            view = admin.GroupView.load(settings)
+            counts = sorted(_held_counts(view).values())
+            return (
+                len(counts) == size
+                and not view.orphaned
+                and counts[-1] - counts[0] <= 1
+                and sum(counts) == partitions
+            )
+
+        wait_until(balanced, 60, f"{size} members holding every partition, balanced")
+        boundaries.append(status_log(kafka_bootstrap, group.group)[-1][2] + 1)
+
+    for node_id in range(3):
+        running.append(group.spawn(node_id, *options))
+    settle(3)
+    for node_id in (3, 4):
+        running.append(group.spawn(node_id, *options))
+        settle(len(running))
+    for _ in range(3):
+        leaving = running.pop(0)
+        group.stop([leaving])
+        settle(len(running))
+    assert sum(len(n.records()) for n in group.started) < total, "all consumed before the end"
+    group.wait_for_lines(group.started, total, timeout_s=120)
+    group.wait_exit(running, timeout_s=60)
+
+    counts = Counter(record for node in group.started for record in node.records())
+    assert set(counts) == all_records(high)  # at least once
+
+    log = status_log(kafka_bootstrap, group.group)
+    wins, settled_at = replay(group.group, log, boundaries)
+    for step in range(1, len(boundaries)):
+        moved = sum(1 for offset in wins if boundaries[step - 1] <= offset < boundaries[step])
+        (owners, _), (_, members) = settled_at[step - 1], settled_at[step]
+        expected = strategy_moves(topic, partitions, owners, members)
+        assert moved == expected, f"step {step}: {moved} claims, the strategy moves {expected}"
+
+
+Owners = dict[TopicPartition, str]
+
+
+def replay(
+    group: str, log: list[tuple[bytes | None, bytes | None, int, int]], boundaries: list[int]
+) -> tuple[list[int], list[tuple[Owners, set[str]]]]:
+    """Winning claims' offsets and (holders, live members) at each boundary; no takeovers."""
+    state = GroupState(group)
+    wins: list[int] = []
+    settled_at: list[tuple[Owners, set[str]]] = []
+    pending = list(boundaries)
+    for key, value, offset, stamp in log:
+        while pending and offset >= pending[0]:
+            settled_at.append((state.live_holders(), set(state.live_reports())))
+            pending.pop(0)
+        parsed = parse_key(key)
+        assert parsed is not None
+        kind, _, claimant, partition = parsed
+        if kind == "claim" and value is not None and partition is not None:
+            before = state.holders.get(partition)
+            state.verdicts_of = claimant
+            state.apply(key, value, offset, stamp)
+            won = state.verdicts.pop(offset, "lost") is None
+            if won and (before is None or before.consumer_id != claimant):
+                taken_from = None if before is None else before.consumer_id
+                assert taken_from is None, f"{claimant} took {partition} from {taken_from}"
+                wins.append(offset)
+            continue
+        state.apply(key, value, offset, stamp)
+    while pending:
+        settled_at.append((state.live_holders(), set(state.live_reports())))
+        pending.pop(0)
+    return wins, settled_at
+
+
+def strategy_moves(topic: str, partitions: int, owners: Owners, members: set[str]) -> int:
+    """How many partitions sticky gives to a new owner when ``members`` replace the group."""
+    owned: dict[str, list[TopicPartition]] = {member: [] for member in members}
+    for partition, owner in owners.items():
+        if owner in owned:
+            owned[owner].append(partition)
+    group = [Member(m, {topic}, sorted(owned[m]), 1) for m in sorted(members)]
+    answer = get_strategy("sticky").assign({topic: partitions}, group)
+    return sum(1 for m, assigned in answer.items() for p in assigned if owners.get(p) != m)

@@ -1,0 +1,143 @@
+"""The group state replayed from status records: claims, leases, reports, tombstones."""
+
+from __future__ import annotations
+
+import pytest
+
+from client_balance.keys import TopicPartition
+from client_balance.status import (
+    GroupState,
+    HeldPartition,
+    MemberReport,
+    claim_key,
+    member_key,
+    parse_key,
+)
+
+GROUP = "billing"
+P0 = TopicPartition("orders", 0)
+P1 = TopicPartition("orders", 1)
+
+
+def report(consumer_id: str, *, node_id: int = 0, lease_s: float = 30.0) -> bytes:
+    """A member report as its owner would write it."""
+    return MemberReport(
+        consumer_id=consumer_id,
+        host="h",
+        pid=1,
+        node_id=node_id,
+        source_count=2,
+        topics=("orders",),
+        strategy="modulo",
+        version="v",
+        lease_timeout_s=lease_s,
+        held={"orders:0": HeldPartition(5, 5, 9)},
+    ).encode()
+
+
+class Log:
+    """Applies records with increasing offsets to one state, as the reader does."""
+
+    def __init__(self, keep_verdicts_of: str | None = None) -> None:
+        self.state = GroupState(GROUP, verdicts_of=keep_verdicts_of)
+        self.offset = 0
+
+    def add(self, key: bytes, value: bytes | None, at_ms: int) -> int:
+        """Apply a record at broker time ``at_ms``; its offset."""
+        offset = self.offset
+        self.state.apply(key, value, offset, at_ms)
+        self.offset += 1
+        return offset
+
+    def claim(self, consumer_id: str, partition: TopicPartition, at_ms: int) -> str | None:
+        """Claim and return the verdict (None = won, else the holder)."""
+        offset = self.add(claim_key(GROUP, partition, consumer_id), b"{}", at_ms)
+        return self.state.verdicts.get(offset)
+
+
+def test_keys_round_trip_and_foreign_keys_are_ignored() -> None:
+    """Member and claim keys parse back; keys of other shapes parse to None."""
+    assert parse_key(member_key("g|x", "c:1")) == ("member", "g|x", "c:1", None)
+    assert parse_key(claim_key("g", P1, "c")) == ("claim", "g", "c", P1)
+    foreign_keys = [None, b"", b"not json", b"[]", b'["member", "g"]', b'["claim","g","t","1","c"]']
+    for foreign in foreign_keys:
+        assert parse_key(foreign) is None
+
+
+def test_report_round_trips_with_lag() -> None:
+    """A report decodes to what was encoded; lag is high minus confirmed."""
+    decoded = MemberReport.decode(report("a"))
+    assert decoded.held["orders:0"].lag == 4
+    assert decoded.held_partitions() == {P0}
+    assert decoded.encode() == report("a")
+
+
+def test_earliest_live_claim_wins_and_the_other_loses() -> None:
+    """Of two live claims on one partition the earlier wins; the later is told who holds it."""
+    log = Log(keep_verdicts_of="b")
+    log.add(member_key(GROUP, "a"), report("a"), 1_000)
+    log.add(member_key(GROUP, "b"), report("b", node_id=1), 1_000)
+    log.claim("a", P0, 1_001)
+    assert log.claim("b", P0, 1_002) == "a"
+    assert log.state.live_holders() == {P0: "a"}
+
+
+def test_withdrawn_claim_frees_the_partition() -> None:
+    """After the holder withdraws, the next claim wins."""
+    log = Log(keep_verdicts_of="b")
+    log.add(member_key(GROUP, "a"), report("a"), 0)
+    log.claim("a", P0, 1)
+    log.add(claim_key(GROUP, P0, "a"), None, 2)
+    assert log.claim("b", P0, 3) is None
+    assert log.state.live_holders() == {P0: "b"}
+
+
+def test_claims_of_a_silent_member_lapse_after_its_lease() -> None:
+    """A holder silent for longer than its lease loses the partition to a new claim."""
+    log = Log(keep_verdicts_of="b")
+    log.add(member_key(GROUP, "a"), report("a", lease_s=10), 0)
+    log.claim("a", P0, 100)
+    assert log.claim("b", P0, 10_100) == "a"  # exactly at the lease: still alive
+    assert log.claim("b", P0, 10_101) is None
+    assert log.state.live_holders() == {P0: "b"}
+
+
+def test_clean_shutdown_removes_member_and_claims() -> None:
+    """A report tombstone removes the member and every claim it held."""
+    log = Log()
+    log.add(member_key(GROUP, "a"), report("a"), 0)
+    log.claim("a", P0, 1)
+    log.claim("a", P1, 1)
+    log.add(member_key(GROUP, "a"), None, 2)
+    assert log.state.live_holders() == {}
+    assert log.state.live_reports() == {}
+
+
+def test_other_groups_records_are_ignored() -> None:
+    """Records of another group sharing the status partition change nothing."""
+    log = Log()
+    log.add(member_key("other", "x"), report("x"), 0)
+    log.add(claim_key("other", P0, "x"), b"{}", 0)
+    assert log.state.members == {}
+    assert log.state.holders == {}
+    assert log.state.position == 2
+
+
+def test_join_order_survives_compaction() -> None:
+    """A later report carries its member's first offset, so join order holds after compaction."""
+    log = Log()
+    log.offset = 50
+    later = MemberReport.decode(report("a"))
+    compacted = type(later)(**{**later.__dict__, "join_offset": 7})
+    log.add(member_key(GROUP, "a"), compacted.encode(), 0)
+    log.add(member_key(GROUP, "b"), report("b"), 0)
+    assert log.state.join_order("a") < log.state.join_order("b")
+
+
+@pytest.mark.parametrize("silent_ms", [29_999, 30_000, 30_001])
+def test_live_reports_use_the_latest_broker_time(silent_ms: int) -> None:
+    """A member is live while its last record is at most its lease older than the newest one."""
+    log = Log()
+    log.add(member_key(GROUP, "a"), report("a"), 0)
+    log.add(member_key(GROUP, "b"), report("b"), silent_ms)
+    assert ("a" in log.state.live_reports()) == (silent_ms <= 30_000)

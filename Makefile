@@ -40,6 +40,7 @@ bench: jars
 	$(PY) bench/broker_start.py
 	$(PY) bench/strategies.py
 	$(PY) bench/consumer.py
+	$(PY) bench/elastic.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

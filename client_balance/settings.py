@@ -199,6 +199,7 @@ class ClientBalanceSettings(BaseSettings):
     def consumer_config(self) -> dict[str, KafkaValue]:
         """The librdkafka configuration of an assign-only consumer with these settings."""
         return {
+            **_CLIENT_DEFAULTS,
             **self.kafka,
             "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.group_id,
@@ -212,7 +213,17 @@ class ClientBalanceSettings(BaseSettings):
         """The librdkafka configuration of an admin client or producer for these settings."""
         consumer_only = ("fetch.", "queued.", "enable.auto.commit", "group.", "session.timeout")
         passthrough = {k: v for k, v in self.kafka.items() if not k.startswith(consumer_only)}
-        return {**passthrough, "bootstrap.servers": self.bootstrap_servers}
+        return {**_CLIENT_DEFAULTS, **passthrough, "bootstrap.servers": self.bootstrap_servers}
+
+
+_CLIENT_DEFAULTS: dict[str, KafkaValue] = {
+    # librdkafka drops its bootstrap connection once it knows the brokers and holds the next
+    # connection back for up to this long (100 ms, about 50 ms on average with its jitter):
+    # every new client paid it on its second request, several times on the way from start()
+    # to the first message. 10 ms still grows exponentially to reconnect.backoff.max.ms.
+    "reconnect.backoff.ms": 10,
+}
+"""librdkafka settings of every client the SDK makes (docs/settings.md); ``kafka`` overrides."""
 
 
 def _describe(error: ValidationError) -> str:

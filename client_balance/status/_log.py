@@ -34,7 +34,6 @@ __all__ = ["StatusReader", "StatusWriter", "ensure_status_topic", "status_partit
 _log = structlog.get_logger("client_balance.status")
 
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
-_PARTITION_EOF = -191  # librdkafka: caught up with the log
 _READ_WAIT_S = 0.1
 _TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -233,16 +232,15 @@ class StatusReader:
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
                 "fetch.queue.backoff.ms": 10,
-                "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
             }
         )
         # An absolute start offset: librdkafka resolves OFFSET_BEGINNING with a delay of about
         # 0.5 s, which every start() of a member would wait for. Compaction keeps offsets, so
         # the log starts at 0 unless records were deleted; then "earliest" takes over.
+        self._partition = KafkaTopicPartition(topic, partition)
         self._consumer.assign([KafkaTopicPartition(topic, partition, 0)])
         self._lock = threading.Condition()
-        self._at_end = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if follow:
@@ -268,8 +266,7 @@ class StatusReader:
                 failure = message.error()
                 offset = message.offset()
                 if failure is not None or offset is None:
-                    self._at_end |= failure is not None and failure.code() == _PARTITION_EOF
-                    continue
+                    continue  # an end-of-partition event, or a fetch error librdkafka retries
                 kind, stamp = message.timestamp()
                 if kind != TIMESTAMP_LOG_APPEND_TIME:
                     stamp = int(time.time() * 1000)  # a foreign record; never decides a lease
@@ -290,9 +287,17 @@ class StatusReader:
             return self._lock.wait_for(lambda: self.state.position > offset, timeout_s)
 
     def read_to_end(self, timeout_s: float) -> None:
-        """Without a thread: read until the end of the log (for one-off views)."""
+        """Without a thread: read up to the end the log has now (for one-off views).
+
+        Up to the high watermark taken first, not to an end-of-partition event: while members
+        keep writing, a reader may never see the log stand still at its end.
+        """
         deadline = time.monotonic() + timeout_s
-        while not self._at_end:
+        try:
+            _, end = self._consumer.get_watermark_offsets(self._partition, timeout=timeout_s)
+        except KafkaException as error:
+            raise from_kafka_exception(error, "reading the status topic") from error
+        while self.state.position < end:
             if time.monotonic() > deadline:
                 raise KafkaClientError(
                     f"could not read the status topic to its end within {timeout_s} s",

@@ -165,7 +165,9 @@ class Worker:
             batches_path(self.out_path).open("a") as log,
             ClientBalanceConsumer(self.settings) as consumer,
         ):
+            _say("starting")
             consumer.start([self.args.topic], self.args.source_count, self.args.node_id)
+            _say("started")
             last_message_at = time.monotonic()
             while not self.stop:
                 self.write_held(consumer)

@@ -96,13 +96,15 @@ def all_records(high: dict[int, int], low: dict[int, int] | None = None) -> set[
     return {(p, o) for p, end in high.items() for o in range((low or {}).get(p, 0), end)}
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Poll ``condition`` every 20 ms; the seconds it took, or fail naming ``what``."""
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.02
+) -> float:
+    """Poll ``condition`` every ``poll_s``; the seconds it took, or fail naming ``what``."""
     began = time.monotonic()
     while not condition():
         if time.monotonic() - began > timeout_s:
             pytest.fail(f"not within {timeout_s} s: {what}")
-        time.sleep(0.02)
+        time.sleep(poll_s)
     return time.monotonic() - began
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from client_balance import (
     PartitionOccupiedError,
     admin,
 )
+from client_balance._reconcile import strategy_target
 from client_balance.cli import main as cli_main
 from client_balance.keys import TopicPartition
 from client_balance.status import (
@@ -39,6 +41,7 @@ from tests.integration.test_consumer_group import (
     Group,
     Node,
     all_records,
+    committed,
     groups,  # noqa: F401 - the fixture, used by name
     highs,
     produce,
@@ -48,6 +51,7 @@ from tests.integration.test_consumer_group import (
 pytestmark = pytest.mark.integration
 
 STATUS_TOPIC = "__client_balance_status"
+VIEW_POLL_S = 0.5
 
 
 @pytest.fixture
@@ -76,25 +80,25 @@ def make_member(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceCon
 
 def status_log(bootstrap: str, group: str) -> list[tuple[bytes | None, bytes | None, int, int]]:
     """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
-    reader = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "status-log", "enable.partition.eof": True}
-    )
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "status-log"})
     count = len(reader.list_topics(STATUS_TOPIC, timeout=10).topics[STATUS_TOPIC].partitions)
-    reader.assign([KafkaTopicPartition(STATUS_TOPIC, status_partition(group, count), 0)])
+    partition = KafkaTopicPartition(STATUS_TOPIC, status_partition(group, count), 0)
+    # Up to the end as it is now: live members keep writing, so the log never stays at its end.
+    _, end = reader.get_watermark_offsets(partition, timeout=10)
+    reader.assign([partition])
     records: list[tuple[bytes | None, bytes | None, int, int]] = []
     try:
         while True:
             message = reader.poll(5)
             assert message is not None, "the status topic did not reach its end"
-            error = message.error()
-            if error is not None:
-                assert error.code() == -191, error  # _PARTITION_EOF
-                return records
+            offset = message.offset()
+            assert message.error() is None, message.error()
+            assert offset is not None
             parsed = parse_key(message.key())
             if parsed is not None and parsed[1] == group:
-                offset = message.offset()
-                assert offset is not None
                 records.append((message.key(), message.value(), offset, message.timestamp()[1]))
+            if offset + 1 >= end:
+                return records
     finally:
         reader.close()
 
@@ -287,13 +291,14 @@ def test_group_view_and_cli_status_show_the_workers(
         view = admin.GroupView.load(settings)
         return len(view.live_members) == 3 and view.total_lag == 0 and not view.orphaned
 
-    wait_until(settled, 30, "three live members, every partition held, no lag")
+    wait_until(settled, 30, "three live members, every partition held, no lag", VIEW_POLL_S)
     view = admin.GroupView.load(settings)
     by_node = {m.node_id: m for m in view.live_members}
     assert sorted(by_node) == [0, 1, 2]
     for partition in view.partitions:
         holder = next(m for m in view.members if m.consumer_id == partition.holder)
-        assert partition.partition % 3 == holder.node_id  # the modulo rule
+        expected = strategy_target("modulo", {topic: 6}, 3, holder.node_id)
+        assert TopicPartition(topic, partition.partition) in expected
         assert partition.committed == partition.high == 1_000
     assert view.conflicts == ()
 
@@ -307,16 +312,21 @@ def test_group_view_and_cli_status_show_the_workers(
     table = capsys.readouterr().out
     assert "3 live member(s), 6 partition(s), 0 orphaned, total lag 0" in table
 
+    assert cli_main(["groups", "--bootstrap-servers", kafka_bootstrap, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[group.group] == 3
+
     # Offsets cannot be reset under live members; once they stop, they can.
     assert cli_main(["reset-offsets", "--group", group.group, "--to", "earliest",
                      "--bootstrap-servers", kafka_bootstrap]) == 1  # fmt: skip
     assert "has live members" in capsys.readouterr().err
     group.stop(nodes)
-    assert cli_main(["reset-offsets", "--group", group.group, "--to", "earliest",
-                     "--bootstrap-servers", kafka_bootstrap]) == 0  # fmt: skip
-    assert all(p.committed == 0 for p in admin.GroupView.load(settings).partitions)
+    code = cli_main(["reset-offsets", "--group", group.group, "--to", "earliest",
+                     "--topic", topic, "--bootstrap-servers", kafka_bootstrap])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert committed(kafka_bootstrap, group.group, topic, 6) == dict.fromkeys(range(6), 0)
+    capsys.readouterr()
     assert cli_main(["groups", "--bootstrap-servers", kafka_bootstrap, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)[group.group] == 0  # listed, nobody live
+    assert group.group not in json.loads(capsys.readouterr().out)  # nobody left: not online
 
 
 # ---------------------------------------------------------------------------- elastic groups
@@ -337,7 +347,8 @@ def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
     high = highs(kafka_bootstrap, topic, partitions)
     group = groups(kafka_bootstrap, topic, -1)
     settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
-    options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.05")
+    # Slow enough (at most 5,000 messages/s per member) that messages flow through every change.
+    options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.1", "--batch-max", "500")
     running: list[Node] = []
     boundaries: list[int] = []  # status-log positions where the group had settled
 
@@ -352,7 +363,9 @@ def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
                 and sum(counts) == partitions
             )
 
-        wait_until(balanced, 60, f"{size} members holding every partition, balanced")
+        # Each view opens three Kafka clients: poll gently, the members need the CPU.
+        # Each view opens three Kafka clients: poll gently, the members need the CPU.
+        wait_until(balanced, 60, f"{size} members holding every partition, balanced", VIEW_POLL_S)
         boundaries.append(status_log(kafka_bootstrap, group.group)[-1][2] + 1)
 
     for node_id in range(3):
@@ -374,11 +387,68 @@ def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
 
     log = status_log(kafka_bootstrap, group.group)
     wins, settled_at = replay(group.group, log, boundaries)
+    moves = []
     for step in range(1, len(boundaries)):
         moved = sum(1 for offset in wins if boundaries[step - 1] <= offset < boundaries[step])
         (owners, _), (_, members) = settled_at[step - 1], settled_at[step]
         expected = strategy_moves(topic, partitions, owners, members)
         assert moved == expected, f"step {step}: {moved} claims, the strategy moves {expected}"
+        moves.append(moved)
+    # 3 -> 4 -> 5 members, then 5 -> 4 -> 3 -> 2: sticky moves only the new or orphaned shares.
+    assert moves == [3, 2, *moves[2:]]
+    assert all(move > 0 for move in moves)
+
+
+@pytest.mark.timeout(180)
+def test_sigkilled_elastic_member_is_replaced_after_its_lease(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+) -> None:
+    """An elastic member killed mid-stream: after its lease the others take its partitions."""
+    partitions, total = 6, 60_000
+    topic = new_topic(partitions=partitions)
+    produce(kafka_bootstrap, topic, total, partitions=partitions)
+    high = highs(kafka_bootstrap, topic, partitions)
+    group = groups(kafka_bootstrap, topic, -1)
+    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
+    options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.05", "--batch-max", "100")
+    nodes = [group.spawn(node_id, *options) for node_id in range(3)]
+    wait_until(
+        lambda: (
+            len(admin.GroupView.load(settings).live_members) == 3
+            and not admin.GroupView.load(settings).orphaned
+        ),
+        60,
+        "three members holding every partition",
+        VIEW_POLL_S,
+    )
+    victim = nodes[0]
+    wait_until(lambda: len(victim.records()) > 0, 30, "the victim consumed something")
+    victim.process.kill()
+    victim.process.wait()
+    survivors = nodes[1:]
+    began = time.monotonic()
+    wait_until(
+        lambda: (
+            sum(_held_counts(admin.GroupView.load(settings)).values()) == partitions
+            and len(admin.GroupView.load(settings).live_members) == 2
+        ),
+        60,
+        "the survivors hold every partition",
+        VIEW_POLL_S,
+    )
+    taken_after_s = time.monotonic() - began
+    assert taken_after_s >= 3, f"taken over {taken_after_s:.1f} s after the kill: before its lease"
+    wait_until(
+        lambda: len({record for node in nodes for record in node.records()}) >= total,
+        120,
+        "every message consumed",
+        VIEW_POLL_S,
+    )
+    group.wait_exit(survivors, timeout_s=60)
+    seen = {record for node in nodes for record in node.records()}
+    assert seen == all_records(high)
 
 
 Owners = dict[TopicPartition, str]

@@ -136,3 +136,13 @@ def test_config_error_pickles() -> None:
     again = pickle.loads(pickle.dumps(caught.value))
     assert type(again) is ConfigError
     assert str(again) == str(caught.value)
+
+
+def test_client_defaults_apply_to_every_client_and_yield_to_kafka() -> None:
+    """reconnect.backoff.ms is 10 for consumers and admin clients unless `kafka` sets it."""
+    settings = ClientBalanceSettings(**BASE)
+    assert settings.consumer_config()["reconnect.backoff.ms"] == 10
+    assert settings.admin_config()["reconnect.backoff.ms"] == 10
+    tuned = ClientBalanceSettings(**BASE, kafka={"reconnect.backoff.ms": 250})
+    assert tuned.consumer_config()["reconnect.backoff.ms"] == 250
+    assert tuned.admin_config()["reconnect.backoff.ms"] == 250

@@ -7,7 +7,8 @@ confluent-kafka consumers that ``subscribe()`` with ``partition.assignment.strat
 cooperative-sticky`` (Kafka's incremental protocol) and Kafka's default session settings.
 
 Each member writes what it holds whenever that changes, and every gap between two batches that
-is longer than ``PAUSE_S``. The parent waits until the 8 hold every partition, then:
+is longer than ``PAUSE_S``. The parent waits until the 8 hold every partition once, balanced
+(at most one apart), lets them run ``--steady-s``, then:
 
 - **leave**: one member shuts down cleanly (``shutdown()`` / ``close()``); the time from the
   call to every partition held by the 7 again, and the partitions that changed holder;
@@ -176,15 +177,19 @@ class Run:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def holders(self, live: set[int]) -> dict[int, int] | None:
-        """Partition -> member index, if the live members hold each partition exactly once."""
+        """Partition -> member, if the live members hold each partition once, balanced."""
         owner: dict[int, int] = {}
+        counts = []
         for index in live:
             held = [e["held"] for e in self.entries(index) if "held" in e]
+            counts.append(len(held[-1]) if held else 0)
             for partition in held[-1] if held else []:
                 if partition in owner:
                     return None
                 owner[partition] = index
-        return owner if len(owner) == self.args.partitions else None
+        if len(owner) != self.args.partitions or max(counts) - min(counts) > 1:
+            return None
+        return owner
 
     def wait_settled(self, live: set[int], must_hold: int | None = None) -> dict[int, int]:
         """Wait until ``live`` hold every partition once (``must_hold`` among them)."""
@@ -220,8 +225,9 @@ class Run:
         for index in range(MEMBERS):
             self.spawn(index)
         live = set(range(MEMBERS))
-        before = self.wait_settled(live)
+        self.wait_settled(live)
         time.sleep(self.args.steady_s)
+        before = self.wait_settled(live)  # as it stands at the event
 
         leaving = min(live)
         left_at = time.time()
@@ -236,6 +242,7 @@ class Run:
             "pause_s": self.pause(live, left_at, time.time(), kept),
         }
         time.sleep(self.args.steady_s)
+        after = self.wait_settled(live)
 
         joining = MEMBERS
         self.spawn(joining)
@@ -324,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({
                 "bench": BENCH, "case": f"group-of-{MEMBERS}-{event}",
                 "ours": round(ours_s, 3), "peer": round(peer_s, 3),
-                "peer_name": f"confluent-kafka-{confluent_kafka.version()[0]} subscribe() "
+                "peer_name": f"confluent-kafka-{confluent_kafka.__version__} subscribe() "
                              "cooperative-sticky",
                 "unit": "s", "ratio": round(peer_s / ours_s, 2),
                 "ours_moved": [e["moved"] for e in ours], "peer_moved": [e["moved"] for e in peer],

@@ -375,8 +375,6 @@ class ClientBalanceConsumer:
                 key=shown_key,
                 holder=holder,
             )
-        if lost:
-            _log.debug("partitions held by others", partitions=sorted(map(str, lost)))
         return {tp: offset for tp, offset in fresh.items() if tp not in lost}
 
     def _withdraw(self, partitions: set[TopicPartition]) -> None:

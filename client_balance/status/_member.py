@@ -107,6 +107,7 @@ class StatusMember:
             ]
             records.append((member_key(self._group, self._id), None))
             self._writer.write(records)
+            self._claimed.clear()
         except ClientBalanceError as error:
             _log.warning("could not withdraw from the status topic", error=str(error))
         finally:

@@ -330,6 +330,21 @@ def test_group_view_and_cli_status_show_the_workers(
 
 
 # ---------------------------------------------------------------------------- elastic groups
+def elastic_group(
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture's value
+    partitions: int,
+    total: int,
+) -> tuple[str, dict[int, int], Group, ClientBalanceSettings]:
+    """A topic with ``total`` messages, its high watermarks, an elastic group, its settings."""
+    topic = new_topic(partitions=partitions)
+    produce(bootstrap, topic, total, partitions=partitions)
+    group = groups(bootstrap, topic, -1)
+    settings = ClientBalanceSettings(bootstrap_servers=bootstrap, group_id=group.group)
+    return topic, highs(bootstrap, topic, partitions), group, settings
+
+
 def _held_counts(view: admin.GroupView) -> dict[str, int]:
     return {m.consumer_id: len(m.holds) for m in view.live_members}
 
@@ -342,11 +357,7 @@ def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
 ) -> None:
     """3 -> 5 -> 2 elastic members over 500,000 messages: none lost, no takeover, strategy moves."""
     partitions, total = 12, 500_000
-    topic = new_topic(partitions=partitions)
-    produce(kafka_bootstrap, topic, total, partitions=partitions)
-    high = highs(kafka_bootstrap, topic, partitions)
-    group = groups(kafka_bootstrap, topic, -1)
-    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
+    topic, high, group, settings = elastic_group(kafka_bootstrap, new_topic, groups, 12, total)
     # Slow enough (at most 5,000 messages/s per member) that messages flow through every change.
     options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.1", "--batch-max", "500")
     running: list[Node] = []
@@ -407,11 +418,7 @@ def test_sigkilled_elastic_member_is_replaced_after_its_lease(
 ) -> None:
     """An elastic member killed mid-stream: after its lease the others take its partitions."""
     partitions, total = 6, 60_000
-    topic = new_topic(partitions=partitions)
-    produce(kafka_bootstrap, topic, total, partitions=partitions)
-    high = highs(kafka_bootstrap, topic, partitions)
-    group = groups(kafka_bootstrap, topic, -1)
-    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group.group)
+    _, high, group, settings = elastic_group(kafka_bootstrap, new_topic, groups, 6, total)
     options = ("--stop-after-idle-s", "3", "--confirm-delay-s", "0.05", "--batch-max", "100")
     nodes = [group.spawn(node_id, *options) for node_id in range(3)]
     wait_until(

@@ -1,0 +1,120 @@
+"""A member's side of the status topic with in-memory fakes: fencing and checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import pytest
+
+from client_balance import ClientBalanceSettings, KafkaClientError, TopicPartition
+from client_balance.status import GroupState, MemberReport, StatusMember, _member
+
+
+class FakeWriter:
+    """Takes records (offsets count up) until told to fail like an unreachable cluster."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.failing = False
+        self.next_offset = 0
+        self.records: list[tuple[bytes, bytes | None]] = []
+
+    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
+        """Store the records, or raise a retriable timeout."""
+        if self.failing:
+            raise KafkaClientError("no broker", kafka_code=-185, kafka_name="_TIMED_OUT")
+        taken = list(records)
+        self.records += taken
+        first, self.next_offset = self.next_offset, self.next_offset + len(taken)
+        return [(first + i, 0) for i in range(len(taken))]
+
+    def close(self) -> None:
+        """Nothing to deliver."""
+
+
+class FakeReader:
+    """A reader that has always applied everything (nothing else writes)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.state = GroupState(str(args[3]))
+        self.lock = threading.Condition()
+
+    def wait_applied(self, offset: int, timeout_s: float) -> bool:
+        """Always caught up."""
+        return True
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+def report() -> MemberReport:
+    """What the member says about itself."""
+    return MemberReport(
+        consumer_id="me", host="h", pid=1, node_id=0, source_count=1, topics=("orders",),
+        strategy="modulo", version="v", lease_timeout_s=0.6,
+    )  # fmt: skip
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Poll until ``condition`` holds, or fail."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def fenced() -> list[bool]:
+    """What on_fenced was called with, in order."""
+    return []
+
+
+@pytest.fixture
+def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
+    """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease."""
+    monkeypatch.setattr(_member, "ensure_status_topic", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(_member, "StatusWriter", FakeWriter)
+    monkeypatch.setattr(_member, "StatusReader", FakeReader)
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9092", group_id="g",
+        report_interval_s=0.05, lease_timeout_s=0.6,
+    )  # fmt: skip
+    return StatusMember(settings, "me", report, on_change=lambda: None, on_fenced=fenced.append)
+
+
+def test_member_fences_itself_when_reports_fail_and_recovers(
+    member: StatusMember, fenced: list[bool]
+) -> None:
+    """No report within the lease (minus a margin) fences; the next report that lands unfences."""
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    began = time.monotonic()
+    writer.failing = True
+    wait_for(lambda: fenced == [True])
+    assert member.fenced
+    # Fenced after the lease minus min(report interval, lease / 3): 0.55 s, not sooner.
+    assert time.monotonic() - began >= 0.5
+    writer.failing = False
+    wait_for(lambda: fenced == [True, False])
+    assert not member.fenced
+    member.leave()
+    assert writer.records[-1][1] is None  # the report's tombstone
+
+
+def test_leave_withdraws_claims_and_is_idempotent(member: StatusMember) -> None:
+    """leave() writes a withdrawal per claim and a report tombstone, once."""
+    member.join()
+    assert member.claim([TopicPartition("orders", 1), TopicPartition("orders", 0)]) == {
+        TopicPartition("orders", 0): None,
+        TopicPartition("orders", 1): None,
+    }
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    written = len(writer.records)
+    member.leave()
+    member.leave()
+    tombstones = writer.records[written:]
+    assert [value for _, value in tombstones] == [None, None, None]
+    assert member.claimed() == set()

@@ -1,0 +1,33 @@
+"""PySpark data source ``client_balance`` (extra ``client-balance[spark]``).
+
+    from client_balance.spark import register
+    register(spark)
+    df = (spark.read.format("client_balance")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("topics", "orders,stock").option("group.id", "pipeline")
+          .option("sourceCount", 4).load())
+
+Each Spark task is one node of ``sourceCount``; the partitions go to nodes by ``strategy``, as
+they would to the SDK's worker processes. The only module that imports pyspark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client_balance.spark._options import SourceOptions, parse_options
+from client_balance.spark._source import SCHEMA, ClientBalanceDataSource, NodePartition
+
+__all__ = [
+    "SCHEMA",
+    "ClientBalanceDataSource",
+    "NodePartition",
+    "SourceOptions",
+    "parse_options",
+    "register",
+]
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("client_balance")`` available in this session."""
+    spark.dataSource.register(ClientBalanceDataSource)

@@ -1,0 +1,317 @@
+"""The ``client_balance`` PySpark data source: Spark tasks are the SDK's nodes (batch reads).
+
+On the driver, ``partitions()`` asks Kafka for each partition's range (its watermarks and the
+group's committed offsets), resolves ``startingOffsets``/``endingOffsets`` into ``[start, end)``
+per partition, and hands the partitions to ``sourceCount`` nodes with the chosen strategy, the
+same one the SDK's workers use. Each task (``read()``, on an executor) reads its node's ranges
+with a client of its own and yields Arrow record batches with exactly the schema's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from client_balance import admin
+from client_balance._fetch import read_ranges
+from client_balance._reconcile import node_member_ids
+from client_balance.keys import TopicPartition
+from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
+from client_balance.strategies import Member, get_strategy
+
+__all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition"]
+
+SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+        StructField("node_id", IntegerType()),
+    ]
+)
+"""Spark's Kafka source columns, plus the node that read the row."""
+
+_READER_GROUP = "__client_balance_spark_reader"
+_IDLE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class NodePartition(InputPartition):
+    """One node's share: everything its task needs, since it runs in another process."""
+
+    node_id: int
+    ranges: tuple[tuple[str, int, int, int], ...]
+    """(topic, partition, start, end) with end exclusive."""
+    kafka: dict[str, str]
+    batch_max_messages: int
+
+
+class ClientBalanceDataSource(DataSource):
+    """``spark.read.format("client_balance")``: Kafka through client-balanced nodes."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name (never ``kafka``: Spark's own source would shadow it)."""
+        return "client_balance"
+
+    def schema(self) -> StructType:
+        """Spark's Kafka source schema plus ``node_id``."""
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """The batch reader; the options are checked here, on the driver."""
+        return _BatchReader(parse_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        """The micro-batch reader."""
+        return _StreamReader(parse_options(self.options))
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+
+    def partitions(self) -> list[NodePartition]:
+        options = self._options
+        offsets = admin.partition_offsets(
+            options.bootstrap_servers,
+            options.group_id or _READER_GROUP,
+            list(options.topics),
+            kafka=options.kafka,
+        )
+        ranges = {
+            tp: _range(tp, low, high, committed, options)
+            for tp, (low, high, committed) in offsets.items()
+        }
+        return _node_partitions(ranges, options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+
+class _StreamReader(DataSourceStreamReader):
+    """Micro-batches; offsets are ``{"topic": {"partition": next offset}}`` in sorted order.
+
+    ``commit(end)`` comes one micro-batch late (Spark calls it while planning the next batch),
+    so the Kafka group's offsets are also committed when Spark asks for the latest offset: it
+    then starts from the end of a batch that is done. Spark's checkpoint stays the source of
+    truth; the group's offsets are for the workers and the operator view.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+
+    def _offsets(self) -> dict[TopicPartition, tuple[int, int, int | None]]:
+        options = self._options
+        return admin.partition_offsets(
+            options.bootstrap_servers,
+            options.group_id or _READER_GROUP,
+            list(options.topics),
+            kafka=options.kafka,
+        )
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
+        """Where a query without a checkpoint starts: ``startingOffsets``."""
+        found = self._offsets()
+        return _offset_json(
+            {tp: _pick(self._options.starting, tp, *bounds) for tp, bounds in found.items()}
+        )
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
+        """``maxOffsetsPerTrigger`` messages per micro-batch, or everything available."""
+        most = self._options.max_offsets_per_trigger
+        return ReadAllAvailable() if most is None else ReadMaxRows(most)
+
+    def latestOffset(  # noqa: N802 - Spark's name
+        self, start: dict[str, dict[str, int]] | None, limit: ReadLimit
+    ) -> dict[str, dict[str, int]]:
+        """The next batch's end: high watermarks (new partitions too), cut to the read limit.
+
+        The limit is shared in proportion to each partition's backlog. Spark calls this once
+        the previous batch is done, so that batch's end (``start``) is committed here.
+        """
+        first = _parse_offset_json(start or {})
+        if first:
+            self._commit(first)
+        highs = {tp: high for tp, (_, high, _) in self._offsets().items()}
+        if isinstance(limit, ReadMaxRows):
+            highs = _cut(first, highs, limit.max_rows)
+        return _offset_json(highs)
+
+    def partitions(
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> list[NodePartition]:
+        """The nodes' shares of ``[start, end)``; a partition new in ``end`` starts at 0."""
+        first, last = _parse_offset_json(start), _parse_offset_json(end)
+        ranges = {tp: (first.get(tp, 0), stop) for tp, stop in last.items()}
+        if all(begin >= stop for begin, stop in ranges.values()):
+            return []
+        return _node_partitions(ranges, self._options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Everything before ``end`` is processed: commit it to the Kafka group."""
+        self._commit(_parse_offset_json(end))
+
+    def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        options = self._options
+        if options.commit_to_kafka and options.group_id is not None:
+            admin.commit_offsets(
+                options.bootstrap_servers, options.group_id, offsets, kafka=options.kafka
+            )
+
+
+def _cut(
+    first: dict[TopicPartition, int], highs: dict[TopicPartition, int], most: int
+) -> dict[TopicPartition, int]:
+    """Ends that take at most ``most`` messages, shared in proportion to each backlog."""
+    backlog = {tp: max(high - first.get(tp, 0), 0) for tp, high in highs.items()}
+    total = sum(backlog.values())
+    if total <= most:
+        return highs
+    share = {tp: most * size // total for tp, size in backlog.items()}
+    left = most - sum(share.values())
+    for tp in sorted(backlog, key=lambda tp: (-backlog[tp], tp)):  # the remainder, biggest first
+        if left <= 0:
+            break
+        if share[tp] < backlog[tp]:
+            share[tp] += 1
+            left -= 1
+    return {tp: first.get(tp, 0) + share[tp] for tp in highs}
+
+
+def _offset_json(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    # Spark compares offsets as JSON strings: build them in one order, always.
+    answer: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        answer.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return answer
+
+
+def _parse_offset_json(offsets: dict[str, dict[str, int]]) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(topic, int(number)): int(offset)
+        for topic, per_partition in offsets.items()
+        for number, offset in per_partition.items()
+    }
+
+
+def _node_partitions(
+    ranges: dict[TopicPartition, tuple[int, int]], options: SourceOptions
+) -> list[NodePartition]:
+    counts: dict[str, int] = {}
+    for tp in ranges:
+        counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
+    ids = node_member_ids(options.nodes(len(ranges)))
+    assignment = get_strategy(options.strategy).assign(
+        counts, [Member(member, counts) for member in ids]
+    )
+    config = options.kafka_config(_READER_GROUP)
+    return [
+        NodePartition(
+            node_id=node,
+            ranges=tuple(
+                (tp.topic, tp.partition, *ranges[tp])
+                for tp in sorted(assignment[member])
+                if tp in ranges
+            ),
+            kafka=config,
+            batch_max_messages=options.batch_max_messages,
+        )
+        for node, member in enumerate(ids)
+    ]
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
+    arrow_schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    wanted = {TopicPartition(t, p): (start, end) for t, p, start, end in partition.ranges}
+    for messages in read_ranges(
+        partition.kafka,
+        wanted,
+        batch_max_messages=partition.batch_max_messages,
+        idle_timeout_s=_IDLE_TIMEOUT_S,
+    ):
+        yield _to_arrow(messages, partition.node_id, arrow_schema)
+
+
+def _range(
+    tp: TopicPartition, low: int, high: int, committed: int | None, options: SourceOptions
+) -> tuple[int, int]:
+    start = _pick(options.starting, tp, low, high, committed)
+    end = _pick(options.ending, tp, low, high, committed) if options.ending != LATEST else high
+    return start, max(start, end)
+
+
+def _pick(
+    chosen: dict[str, dict[int, int]] | int,
+    tp: TopicPartition,
+    low: int,
+    high: int,
+    committed: int | None,
+) -> int:
+    offset = (
+        chosen if isinstance(chosen, int) else chosen.get(tp.topic, {}).get(tp.partition, EARLIEST)
+    )
+    if offset == EARLIEST:
+        return low
+    if offset == LATEST:
+        return high
+    if offset == COMMITTED:
+        return low if committed is None else min(max(committed, low), high)
+    return min(max(offset, low), high)
+
+
+def _to_arrow(messages: list[Any], node_id: int, schema: pa.Schema) -> pa.RecordBatch:
+    stamps = [message.timestamp() for message in messages]
+    columns = [
+        [message.key() for message in messages],
+        [message.value() for message in messages],
+        [message.topic() for message in messages],
+        [message.partition() for message in messages],
+        [message.offset() for message in messages],
+        [stamp * 1000 if kind else None for kind, stamp in stamps],
+        [kind - 1 if kind else -1 for kind, _ in stamps],
+        [
+            [{"key": k, "value": v} for k, v in headers] if (headers := message.headers()) else []
+            for message in messages
+        ],
+        [node_id] * len(messages),
+    ]
+    arrays = [
+        pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

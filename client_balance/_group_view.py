@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
@@ -54,7 +54,7 @@ class MemberView:
     holds: tuple[str, ...]
     """``topic:partition`` keys it holds by its claims."""
     lag: int | None
-    """Sum of its reported partitions' lag."""
+    """Sum of its partitions' lag (high watermark minus the group's committed offset)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,6 @@ class GroupView:
             live = state.is_alive(consumer_id, now_ms)
             if live:
                 topics.update(report.topics)
-            lags = [held.lag for held in report.held.values() if held.lag is not None]
             members.append(
                 MemberView(
                     consumer_id=consumer_id,
@@ -147,10 +146,17 @@ class GroupView:
                         for tp, holder in holders.items()
                         if holder == consumer_id
                     ),
-                    lag=sum(lags) if lags else None,
+                    lag=None,
                 )
             )
         partitions = _partitions(settings, group, topics, holders, timeout_s)
+        # A member's lag from the group's committed offsets, like the partitions' (its own
+        # report can be a report interval old).
+        lags: dict[str, int] = {}
+        for partition in partitions:
+            if partition.holder is not None and partition.lag is not None:
+                lags[partition.holder] = lags.get(partition.holder, 0) + partition.lag
+        members = [replace(m, lag=lags.get(m.consumer_id)) for m in members]
         return cls(group, tuple(members), partitions, _conflicts(members))
 
 

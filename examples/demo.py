@@ -6,10 +6,15 @@ them with three ``ClientBalanceConsumer`` nodes of the group ``demo``: three pro
 ``examples/worker.py --source-count 3 --node-id I``. Nobody joins a Kafka group; each node
 computes its own partitions (the ``modulo`` strategy) and commits what it confirmed.
 
-Once the group's committed offsets reach the end of every partition, the demo stops the nodes
-with SIGTERM (each finishes its batch, commits and releases), reads the report each one writes,
-and checks that every event was consumed exactly once: per partition, the offsets the nodes
-consumed are exactly the partition's range, each offset by one node, once.
+While they run it shows the live group view (``client-balance status``: members, partitions,
+lag). Once the group's committed offsets reach the end of every partition, the demo stops the
+nodes with SIGTERM (each finishes its batch, commits and releases), reads the report each one
+writes, and checks that every event was consumed exactly once: per partition, the offsets the
+nodes consumed are exactly the partition's range, each offset by one node, once.
+
+Then the data pipeline runs on Spark (``examples/spark_pipeline.py``): the same topics through
+the ``client_balance`` data source, orders and revenue per product per minute and stock levels,
+written as Parquet under ``OUTPUT`` and printed as a table.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from client_balance import admin
+from client_balance import ClientBalanceSettings, admin
 from client_balance.broker import LocalKafka
 
 TOPICS = {"orders": 7, "stock": 5}
@@ -39,6 +44,9 @@ MESSAGES_PER_TOPIC = 20_000
 NODES = 3
 GROUP = "demo"
 WORKER = Path(__file__).with_name("worker.py")
+PIPELINE = Path(__file__).with_name("spark_pipeline.py")
+OUTPUT = Path(tempfile.gettempdir()) / "client-balance-demo"
+"""Where the pipeline's Parquet tables stay after the demo."""
 CONSUME_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 60.0
 
@@ -54,7 +62,13 @@ def produce(bootstrap: str) -> int:
     for i in range(total):
         topic = "orders" if i % 2 == 0 else "stock"
         product = f"p{rng.randrange(50)}"
-        event = {"product": product, "qty": rng.randrange(1, 5), "ts": time.time()}
+        event: dict[str, object] = {
+            "product": product,
+            "qty": rng.randrange(1, 5),
+            "ts": time.time(),
+        }
+        if topic == "orders":
+            event["price"] = round(rng.uniform(1.0, 50.0), 2)
         producer.produce(topic, json.dumps(event).encode(), key=product.encode())
         if i % 5000 == 0:
             producer.poll(0)
@@ -129,6 +143,33 @@ def start_nodes(bootstrap: str, workdir: Path) -> list[Node]:
             process = subprocess.Popen(command, env=env, stderr=errors)
         nodes.append(Node(node_id, process, report, stderr))
     return nodes
+
+
+def show_group(bootstrap: str) -> None:
+    """The live group view, as ``client-balance status --group demo`` prints it."""
+    command = [sys.executable, "-m", "client_balance", "status", "--group", GROUP,
+               "--bootstrap-servers", bootstrap]  # fmt: skip
+    print(f"\n$ client-balance status --group {GROUP}")
+    subprocess.run(command, check=False, stderr=subprocess.DEVNULL)
+
+
+def wait_for_members(bootstrap: str, count: int, timeout_s: float = 30.0) -> None:
+    """Wait until ``count`` members are live and hold every partition."""
+    settings = ClientBalanceSettings(bootstrap_servers=bootstrap, group_id=GROUP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = admin.GroupView.load(settings)
+        if len(view.live_members) == count and not view.orphaned:
+            return
+        time.sleep(0.2)
+
+
+def run_pipeline(bootstrap: str) -> int:
+    """The Spark pipeline over the same topics; its exit code."""
+    print(f"\nrunning the Spark pipeline ({PIPELINE.name}) over {', '.join(TOPICS)}")
+    command = [sys.executable, str(PIPELINE), "--bootstrap", bootstrap, "--out", str(OUTPUT),
+               "--group", f"{GROUP}-pipeline", "--starting", "earliest"]  # fmt: skip
+    return subprocess.run(command, check=False).returncode
 
 
 def wait_until_committed(offsets: GroupOffsets, ends: Ranges, nodes: list[Node]) -> bool:
@@ -220,8 +261,11 @@ def run(bootstrap: str) -> int:
         began = time.monotonic()
         nodes = start_nodes(bootstrap, workdir)
         try:
+            wait_for_members(bootstrap, NODES)
+            show_group(bootstrap)
             done = wait_until_committed(offsets, expected, nodes)
             consume_s = time.monotonic() - began
+            show_group(bootstrap)
         finally:
             stopping = time.monotonic()
             codes = stop_nodes(nodes)
@@ -251,6 +295,9 @@ def run(bootstrap: str) -> int:
             f"every event was consumed exactly once: each offset of each of the "
             f"{len(expected)} partitions by one node, once; offsets committed to group {GROUP!r}"
         )
+        if run_pipeline(bootstrap) != 0:
+            print("FAILED: the Spark pipeline")
+            return 1
         return 0
 
 

@@ -29,12 +29,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 def spark() -> Iterator[Any]:
     """A local[2] session with the source registered; workers run this interpreter."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind to this machine only
     from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
         .appName("client-balance-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )

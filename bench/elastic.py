@@ -34,16 +34,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException
+from consumer import broker, produce  # bench/consumer.py: the benches' broker and data
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError, admin
-from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError
 
 BENCH = "elastic"
 MEMBERS = 8
@@ -269,33 +267,6 @@ class Run:
         raise RuntimeError(f"{self.side}: member {index} did not start")
 
 
-def produce(bootstrap: str, topic: str, partitions: int, messages: int) -> None:
-    """Create the topic and fill it with ``messages`` of 100 bytes, round robin."""
-    admin.create_topics(bootstrap, {topic: partitions}, exist_ok=True)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000})
-    value = b"x" * 100
-    for number in range(messages):
-        while True:
-            try:
-                producer.produce(topic, value, partition=number % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(120) != 0:
-        raise RuntimeError(f"could not produce {messages} messages")
-
-
-@contextmanager
-def broker() -> Iterator[tuple[str, str]]:
-    """The env's cluster, or a fresh LocalKafka."""
-    given = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
-    if given:
-        yield given, "CLIENT_BALANCE_BOOTSTRAP_SERVERS"
-        return
-    with LocalKafka() as kafka:
-        yield kafka.bootstrap_servers, f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION}"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run both sides ``--runs`` times, alternating; print one JSON line per event."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -312,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     with broker() as (bootstrap, broker_name):
         print(json.dumps({"bench": BENCH, "broker": broker_name, "cores": os.cpu_count()}))
         args.topic = f"bench-elastic-{args.partitions}p-{uuid.uuid4().hex[:6]}"
-        produce(bootstrap, args.topic, args.partitions, args.messages)
+        produce(bootstrap, args.topic, args.partitions, args.messages, 100)
         results: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
         for _ in range(args.runs):
             for side in ("peer", "ours"):

@@ -32,13 +32,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError, admin
-from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
+from consumer import broker, produce  # bench/consumer.py: the benches' broker and data
+
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError
 
 BENCH = "spark"
 PARTITIONS = 8
@@ -157,35 +156,6 @@ def worker_path(bootstrap: str, topic: str, messages: int) -> float:
     return time.perf_counter() - began
 
 
-def produce(bootstrap: str, topic: str, messages: int) -> None:
-    """``messages`` values of 100 bytes, round robin over the partitions."""
-    from confluent_kafka import Producer  # noqa: PLC0415 - only the producer needs it
-
-    admin.create_topics(bootstrap, {topic: PARTITIONS}, exist_ok=True)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000})
-    value = b"x" * 100
-    for number in range(messages):
-        while True:
-            try:
-                producer.produce(topic, value, partition=number % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(300) != 0:
-        raise RuntimeError("could not produce the benchmark topic")
-
-
-@contextmanager
-def broker() -> Iterator[tuple[str, str]]:
-    """The env's cluster, or a fresh LocalKafka."""
-    given = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
-    if given:
-        yield given, "CLIENT_BALANCE_BOOTSTRAP_SERVERS"
-        return
-    with LocalKafka() as kafka:
-        yield kafka.bootstrap_servers, f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION}"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Produce once, then alternate the sides; print one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -204,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     with broker() as (bootstrap, broker_name):
         print(json.dumps({"bench": BENCH, "broker": broker_name, "cores": os.cpu_count()}))
         topic = f"bench-spark-{args.messages}-{uuid.uuid4().hex[:6]}"
-        produce(bootstrap, topic, args.messages)
+        produce(bootstrap, topic, PARTITIONS, args.messages, 100)
         spark = session(jars)
         try:
             ours(spark, bootstrap, topic)  # warm-up of both sides

@@ -1,4 +1,4 @@
-"""The operator's view of a client-balanced group, and the offset reset that needs it.
+"""The operator's view of a client-balanced group, the offset reset, and group offset helpers.
 
 :class:`GroupView` reads the group's records from the status topic once (the same records the
 members decide by), adds the group's committed offsets and the high watermarks from Kafka, and
@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from client_balance._kafka_errors import from_kafka_exception
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
-from client_balance.settings import ClientBalanceSettings
+from client_balance.settings import ClientBalanceSettings, KafkaValue
 from client_balance.status import (
     GroupState,
     StatusReader,
@@ -199,35 +199,14 @@ def _partitions(
     holders: Mapping[TopicPartition, str],
     timeout_s: float,
 ) -> tuple[PartitionView, ...]:
-    if not topics:
-        return ()
-    client = _offsets_client(settings, group)
-    try:
-        metadata = client.list_topics(timeout=timeout_s)
-        wanted = [
-            KafkaTopicPartition(topic, number)
-            for topic in sorted(topics)
-            if topic in metadata.topics
-            for number in sorted(metadata.topics[topic].partitions)
-        ]
-        committed = {
-            (tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-            for tp in client.committed(wanted, timeout=timeout_s)
-        }
-        views = []
-        for tp in wanted:
-            _, high = client.get_watermark_offsets(tp, timeout=timeout_s)
-            key = TopicPartition(tp.topic, tp.partition)
-            views.append(
-                PartitionView(
-                    tp.topic, tp.partition, holders.get(key), committed.get(key), int(high)
-                )
-            )
-        return tuple(views)
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"reading offsets of group {group!r}") from error
-    finally:
-        client.close()
+    offsets = partition_offsets(
+        settings.bootstrap_servers, group, sorted(topics),
+        timeout_s=timeout_s, kafka=settings.admin_config(), skip_missing=True,
+    )  # fmt: skip
+    return tuple(
+        PartitionView(tp.topic, tp.partition, holders.get(tp), committed, high)
+        for tp, (_, high, committed) in sorted(offsets.items())
+    )
 
 
 def _conflicts(members: list[MemberView]) -> tuple[str, ...]:
@@ -304,20 +283,12 @@ def reset_offsets(
         raise ConfigError(
             f"group {group!r} has no member reports to take topics from; name them with --topic"
         )
-    client = _offsets_client(settings, group)
-    try:
-        offsets = _reset_positions(client, chosen, to, stamp, timeout_s)
-        answers = client.commit(offsets=offsets, asynchronous=False) or []
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"resetting offsets of group {group!r}") from error
-    finally:
-        client.close()
-    for answer in answers:
-        if answer.error is not None:
-            raise from_kafka_exception(
-                KafkaException(answer.error), f"committing the reset of group {group!r}"
-            )
-    return {f"{tp.topic}:{tp.partition}": tp.offset for tp in offsets}
+    positions = _reset_positions(settings, group, chosen, to, stamp, timeout_s)
+    commit_offsets(
+        settings.bootstrap_servers, group, positions,
+        timeout_s=timeout_s, kafka=settings.admin_config(),
+    )  # fmt: skip
+    return {f"{tp.topic}:{tp.partition}": offset for tp, offset in sorted(positions.items())}
 
 
 def _parse_reset_target(to: str) -> int | None:
@@ -332,32 +303,104 @@ def _parse_reset_target(to: str) -> int | None:
         ) from None
 
 
-def _reset_positions(
-    client: Consumer, topics: tuple[str, ...], to: str, stamp: int | None, timeout_s: float
-) -> list[KafkaTopicPartition]:
-    metadata = client.list_topics(timeout=timeout_s)
-    wanted = []
-    for topic in topics:
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            raise ConfigError(f"topic {topic!r} does not exist")
-        wanted += [
-            KafkaTopicPartition(topic, number)
-            for number in sorted(metadata.topics[topic].partitions)
-        ]
-    found = {}
-    if stamp is not None:
-        asked = [KafkaTopicPartition(tp.topic, tp.partition, stamp) for tp in wanted]
-        found = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in client.offsets_for_times(asked, timeout=timeout_s)
+def _reset_positions(  # noqa: PLR0917 - private; the reset's inputs, in its order
+    settings: ClientBalanceSettings,
+    group: str,
+    topics: tuple[str, ...],
+    to: str,
+    stamp: int | None,
+    timeout_s: float,
+) -> dict[TopicPartition, int]:
+    ranges = partition_offsets(
+        settings.bootstrap_servers, group, list(topics),
+        timeout_s=timeout_s, kafka=settings.admin_config(),
+    )  # fmt: skip
+    if stamp is None:
+        return {tp: low if to == "earliest" else high for tp, (low, high, _) in ranges.items()}
+    client = _offsets_client(settings, group)
+    try:
+        found = client.offsets_for_times(
+            [KafkaTopicPartition(tp.topic, tp.partition, stamp) for tp in ranges],
+            timeout=timeout_s,
+        )
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"resetting offsets of group {group!r}") from error
+    finally:
+        client.close()
+    at = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in found}
+    # Nothing at or after the time: the end.
+    return {tp: at[tp] if at.get(tp, -1) >= 0 else high for tp, (_, high, _) in ranges.items()}
+
+
+def partition_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    topics: list[str],
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    skip_missing: bool = False,
+) -> dict[TopicPartition, tuple[int, int, int | None]]:
+    """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
+
+    Raises :class:`ConfigError` naming a topic that does not exist, unless ``skip_missing``.
+    """
+    client = Consumer({
+        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    try:
+        metadata = client.list_topics(timeout=timeout_s)
+        wanted = []
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                if skip_missing:
+                    continue
+                raise ConfigError(f"topic {topic!r} does not exist")
+            wanted += [KafkaTopicPartition(topic, number) for number in sorted(found.partitions)]
+        committed = {
+            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+            for tp in client.committed(wanted, timeout=timeout_s)
         }
-    positions = []
-    for tp in wanted:
-        low, high = client.get_watermark_offsets(tp, timeout=timeout_s)
-        if stamp is not None:
-            at = found.get((tp.topic, tp.partition), -1)
-            offset = at if at >= 0 else high  # nothing at or after the time: the end
-        else:
-            offset = low if to == "earliest" else high
-        positions.append(KafkaTopicPartition(tp.topic, tp.partition, offset))
-    return positions
+        answer = {}
+        for tp in wanted:
+            low, high = client.get_watermark_offsets(tp, timeout=timeout_s)
+            key = TopicPartition(tp.topic, tp.partition)
+            answer[key] = (int(low), int(high), committed.get(key))
+        return answer
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"reading offsets of {topics}") from error
+    finally:
+        client.close()
+
+
+def commit_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> None:
+    """Commit ``offsets`` (next message to read) for ``group_id`` without joining it."""
+    if not offsets:
+        return
+    client = Consumer({
+        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    try:
+        answers = client.commit(
+            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
+            asynchronous=False,
+        )
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"committing offsets of group {group_id!r}") from error
+    finally:
+        client.close()
+    for answer in answers or ():
+        if answer.error is not None:
+            raise from_kafka_exception(
+                KafkaException(answer.error), f"committing offsets of group {group_id!r}"
+            )

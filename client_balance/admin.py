@@ -1,9 +1,9 @@
 """Operator and setup calls against a Kafka cluster.
 
 Readiness probes and topic creation, and the operator view of client-balanced groups:
-``GroupView.load(settings, group)``, ``list_groups`` and ``reset_offsets`` (defined in
-``client_balance._group_view``). Every ``confluent_kafka`` error is turned into
-:class:`~client_balance.errors.KafkaClientError`.
+``GroupView.load(settings, group)``, ``list_groups``, ``reset_offsets``, and the group offset
+helpers ``partition_offsets`` and ``commit_offsets`` (defined in ``client_balance._group_view``).
+Every ``confluent_kafka`` error is turned into :class:`~client_balance.errors.KafkaClientError`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from client_balance._group_view import (
     GroupView,
     MemberView,
     PartitionView,
+    commit_offsets,
     list_groups,
+    partition_offsets,
     reset_offsets,
 )
 from client_balance._kafka_errors import from_kafka_exception
 from client_balance.errors import ConfigError, KafkaClientError
-from client_balance.keys import TopicPartition, check_topic_name
+from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
 __all__ = [
@@ -202,74 +204,3 @@ def _wait_for_leaders(admin: AdminClient, topics: Mapping[str, int], deadline: f
             )
         if pending:
             time.sleep(0.05)
-
-
-def partition_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    topics: list[str],
-    *,
-    timeout_s: float = 30.0,
-    kafka: Mapping[str, KafkaValue] | None = None,
-) -> dict[TopicPartition, tuple[int, int, int | None]]:
-    """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
-
-    Raises :class:`ConfigError` naming a topic that does not exist.
-    """
-    client = Consumer({
-        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    try:
-        metadata = client.list_topics(timeout=timeout_s)
-        wanted = []
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                raise ConfigError(f"topic {topic!r} does not exist")
-            wanted += [KafkaTopicPartition(topic, number) for number in sorted(found.partitions)]
-        committed = {
-            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-            for tp in client.committed(wanted, timeout=timeout_s)
-        }
-        answer = {}
-        for tp in wanted:
-            low, high = client.get_watermark_offsets(tp, timeout=timeout_s)
-            key = TopicPartition(tp.topic, tp.partition)
-            answer[key] = (int(low), int(high), committed.get(key))
-        return answer
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"reading offsets of {topics}") from error
-    finally:
-        client.close()
-
-
-def commit_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    timeout_s: float = 30.0,
-    kafka: Mapping[str, KafkaValue] | None = None,
-) -> None:
-    """Commit ``offsets`` (next message to read) for ``group_id`` without joining it."""
-    if not offsets:
-        return
-    client = Consumer({
-        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    try:
-        answers = client.commit(
-            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"committing offsets of group {group_id!r}") from error
-    finally:
-        client.close()
-    for answer in answers or ():
-        if answer.error is not None:
-            raise from_kafka_exception(
-                KafkaException(answer.error), f"committing offsets of group {group_id!r}"
-            )

@@ -104,12 +104,7 @@ class _BatchReader(DataSourceReader):
 
     def partitions(self) -> list[NodePartition]:
         options = self._options
-        offsets = admin.partition_offsets(
-            options.bootstrap_servers,
-            options.group_id or _READER_GROUP,
-            list(options.topics),
-            kafka=options.kafka,
-        )
+        offsets = _partition_offsets(options)
         ranges = {
             tp: _range(tp, low, high, committed, options)
             for tp, (low, high, committed) in offsets.items()
@@ -133,13 +128,7 @@ class _StreamReader(DataSourceStreamReader):
         self._options = options
 
     def _offsets(self) -> dict[TopicPartition, tuple[int, int, int | None]]:
-        options = self._options
-        return admin.partition_offsets(
-            options.bootstrap_servers,
-            options.group_id or _READER_GROUP,
-            list(options.topics),
-            kafka=options.kafka,
-        )
+        return _partition_offsets(self._options)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
         """Where a query without a checkpoint starts: ``startingOffsets``."""
@@ -211,6 +200,16 @@ def _cut(
             share[tp] += 1
             left -= 1
     return {tp: first.get(tp, 0) + share[tp] for tp in highs}
+
+
+def _partition_offsets(options: SourceOptions) -> dict[TopicPartition, tuple[int, int, int | None]]:
+    """(low, high, committed) of every partition of the options' topics."""
+    return admin.partition_offsets(
+        options.bootstrap_servers,
+        options.group_id or _READER_GROUP,
+        list(options.topics),
+        kafka=options.kafka,
+    )
 
 
 def _offset_json(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -306,11 +306,6 @@ class StatusReader:
                 )
             self._read_once()
 
-    def snapshot(self) -> tuple[GroupState, int]:
-        """The state under the lock, as a copy-free view: (state, broker ms of latest record)."""
-        with self._lock:
-            return self.state, self.state.last_ms
-
     @property
     def lock(self) -> threading.Condition:
         """Held while records are applied; hold it to read the state consistently."""

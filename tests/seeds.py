@@ -1,4 +1,4 @@
-"""The seed scenarios of ``../shared/scenarios/seed_scenarios.json`` as typed test inputs."""
+"""The seed scenarios of ``tests/data/seed_scenarios.json`` as typed test inputs."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Any
 from client_balance.keys import TopicPartition
 from client_balance.strategies import Member
 
-SCENARIOS_PATH = (
-    Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "seed_scenarios.json"
-)
+SCENARIOS_PATH = Path(__file__).resolve().parent / "data" / "seed_scenarios.json"
 
 
 def parse_partition(text: str) -> TopicPartition:

@@ -58,7 +58,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, admin
-from client_balance._fetch import LIBRDKAFKA_DEFAULTS
+from client_balance._kafka import LIBRDKAFKA_DEFAULTS
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
 
 BENCH = "consumer"

@@ -2,7 +2,7 @@
 
 Both groups read the same topic (``--partitions`` partitions, a backlog that outlasts the run)
 with 8 member processes that take a batch, work on it for ``--work-s``, and take the next.
-Ours: ``ClientBalanceConsumer`` members with ``start([topic])`` (elastic, sticky). Peer:
+Ours: ``ClientBalanceConsumer`` members with ``start([topic], mode="elastic")`` (sticky). Peer:
 confluent-kafka consumers that ``subscribe()`` with ``partition.assignment.strategy=
 cooperative-sticky`` (Kafka's incremental protocol) and Kafka's default session settings.
 
@@ -98,7 +98,7 @@ def our_member(bootstrap: str, group: str, topic: str, journal: str, work_s: flo
         batch_max_messages=200,
     )  # fmt: skip
     consumer = ClientBalanceConsumer(settings)
-    consumer.start([topic])
+    consumer.start([topic], mode="elastic")
     while not stop[0]:
         log.held({int(key.rsplit(":", 1)[1]) for key in consumer.registered_partitions()})
         try:

@@ -5,14 +5,17 @@ A worker states its topics, how many nodes the group has (``source_count``) and 
 resumes where the group left off. No broker-side group rebalance ever runs.
 """
 
-from client_balance._results import (
+from client_balance._version import __version__
+from client_balance.consumer import (
+    Assigner,
+    Batch,
+    ClientBalanceConsumer,
     ConfirmResult,
     ConsumeResult,
     NodeContext,
     OffsetInfo,
     PartitionMeta,
 )
-from client_balance.consumer import Assigner, Batch, ClientBalanceConsumer
 from client_balance.errors import (
     BrokerError,
     BrokerFetchError,
@@ -35,9 +38,7 @@ from client_balance.errors import (
     TooFrequentError,
 )
 from client_balance.keys import RESUME_OFFSET, PartitionKey, TopicPartition
-from client_balance.settings import ClientBalanceSettings
-
-__version__ = "0.1.0"
+from client_balance.settings import ClientBalanceSettings, GroupMode
 
 __all__ = [
     "RESUME_OFFSET",
@@ -55,6 +56,7 @@ __all__ = [
     "ConsumeResult",
     "DuplicateNodeIdError",
     "GroupInUseError",
+    "GroupMode",
     "InconsistentSourceCountError",
     "InvalidConfirmContextError",
     "InvalidOffsetError",

@@ -27,7 +27,7 @@ survives pickling (Spark ships exceptions between processes)::
         └── BrokerStartError                     the broker did not come up (log tail attached)
 
 Errors of the underlying Kafka client are turned into :class:`KafkaClientError` only by
-:func:`client_balance._kafka_errors.from_kafka_exception`, so no other module has to know
+:func:`client_balance._kafka._errors.from_kafka_exception`, so no other module has to know
 confluent-kafka's error types.
 """
 

@@ -8,6 +8,7 @@ Values come from keyword arguments, else from ``CLIENT_BALANCE_*`` environment v
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -17,7 +18,24 @@ from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
 from client_balance.strategies import get_strategy
 
-__all__ = ["ClientBalanceSettings", "KafkaValue"]
+__all__ = ["ClientBalanceSettings", "GroupMode", "KafkaValue"]
+
+
+class GroupMode(StrEnum):
+    """Who decides a member's partitions (docs/consumer.md, "Group modes").
+
+    - ``node``: node ``node_id`` of ``source_count`` nodes; the strategy (or the ``assigner``
+      callback) over the full configured partition set. TubeMQ's ``sourceCount > 0``.
+    - ``manual``: the application, through the ``assigner`` callback or its own ``connect`` /
+      ``disconnect``. TubeMQ's ``sourceCount <= 0`` (seed 004: -1 turns assignment off).
+    - ``elastic``: the members are the live elastic reporters of the status topic, sorted by
+      id; a join or leave moves only what the strategy must move.
+    """
+
+    NODE = "node"
+    MANUAL = "manual"
+    ELASTIC = "elastic"
+
 
 KafkaValue = str | int | float | bool
 """A librdkafka configuration value, passed through verbatim."""
@@ -93,6 +111,11 @@ class ClientBalanceSettings(BaseSettings):
     status_topic: str = Field(
         default="__client_balance_status",
         description="Compacted topic holding member reports and ownership claims.",
+    )
+    mode: GroupMode | None = Field(
+        default=None,
+        description="Group mode (node, manual, elastic); None = node when source_count > 0, "
+        "else manual. start(..., mode=...) overrides it.",
     )
     filter_header: str = Field(
         default="type",

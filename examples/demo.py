@@ -35,6 +35,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
 
 from client_balance import ClientBalanceSettings, admin
 from client_balance.broker import LocalKafka
@@ -50,16 +53,18 @@ OUTPUT = Path(tempfile.gettempdir()) / "client-balance-demo"
 CONSUME_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 60.0
 
+CONSOLE = Console()
+
 Ranges = dict[str, tuple[int, int]]
 """``topic:partition`` -> ``[first, end)`` offsets."""
 
 
 def produce(bootstrap: str) -> int:
-    """Write order and stock events with a small progress bar; return how many."""
+    """Write order and stock events with a progress bar; return how many."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     rng = random.Random(7)
     total = MESSAGES_PER_TOPIC * len(TOPICS)
-    for i in range(total):
+    for i in track(range(total), description="producing", console=CONSOLE):
         topic = "orders" if i % 2 == 0 else "stock"
         product = f"p{rng.randrange(50)}"
         event: dict[str, object] = {
@@ -72,10 +77,7 @@ def produce(bootstrap: str) -> int:
         producer.produce(topic, json.dumps(event).encode(), key=product.encode())
         if i % 5000 == 0:
             producer.poll(0)
-            done = i * 40 // total
-            print(f"\rproducing [{'#' * done}{'.' * (40 - done)}] {i}/{total}", end="")
     producer.flush(60)
-    print(f"\rproducing [{'#' * 40}] {total}/{total}")
     return total
 
 
@@ -230,11 +232,15 @@ def check_exactly_once(reports: list[Mapping[str, Any]], expected: Ranges) -> li
 
 def print_table(reports: list[Mapping[str, Any]]) -> None:
     """Node, its partitions and its messages."""
-    print(f"\n{'node':<6}{'partitions':<48}{'messages':>10}")
+    table = Table(title="what each node consumed")
+    table.add_column("node", justify="right")
+    table.add_column("partitions")
+    table.add_column("messages", justify="right")
     for report in sorted(reports, key=lambda r: int(r["node_id"])):
         partitions = report["partitions"]
         messages = sum(p["messages"] for p in partitions.values())
-        print(f"{report['node_id']:<6}{', '.join(partitions):<48}{messages:>10,}")
+        table.add_row(str(report["node_id"]), ", ".join(partitions), f"{messages:,}")
+    CONSOLE.print(table)
 
 
 def run(bootstrap: str) -> int:

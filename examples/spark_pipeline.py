@@ -21,6 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 EVENT_SCHEMA = "product STRING, qty INT, price DOUBLE, ts DOUBLE"
 
 
@@ -116,14 +119,17 @@ def run_stream(spark: Any, args: argparse.Namespace) -> None:
 
 def print_levels(rows: list[Any], limit: int = 10) -> None:
     """The products by revenue, as a table."""
-    print(f"{'product':<9}{'orders':>8}{'units':>8}{'revenue':>12}{'delivered':>11}{'stock':>8}")
+    more = len(rows) - limit
+    table = Table(caption=f"... {more} more products" if more > 0 else None)
+    table.add_column("product")
+    for name in ("orders", "units", "revenue", "delivered", "stock"):
+        table.add_column(name, justify="right")
     for row in rows[:limit]:
-        print(
-            f"{row.product:<9}{row.orders:>8,}{row.units:>8,}{row.revenue:>12,.2f}"
-            f"{row.delivered:>11,}{row.stock_level:>8,}"
-        )
-    if len(rows) > limit:
-        print(f"... {len(rows) - limit} more products")
+        table.add_row(
+            row.product, f"{row.orders:,}", f"{row.units:,}", f"{row.revenue:,.2f}",
+            f"{row.delivered:,}", f"{row.stock_level:,}",
+        )  # fmt: skip
+    Console().print(table)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -2,6 +2,7 @@
 
     python examples/worker.py --bootstrap 127.0.0.1:9092 --group billing
         --topics orders,stock --source-count 3 --node-id 0
+        [--mode elastic (instead of the two above)]
         [--strategy modulo] [--filter orders=created,paid]
         [--summary-every 10] [--report node0.json]
 
@@ -118,8 +119,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(default: $CLIENT_BALANCE_GROUP_ID)",
     )
     parser.add_argument("--topics", required=True, help="comma-separated topic names")
-    parser.add_argument("--source-count", type=int, required=True, help="nodes in the group")
-    parser.add_argument("--node-id", type=int, required=True, help="this node, 0 .. N-1")
+    parser.add_argument(
+        "--source-count", type=int, default=-1, help="nodes in the group (node mode)"
+    )
+    parser.add_argument("--node-id", type=int, default=-1, help="this node, 0 .. N-1")
+    parser.add_argument(
+        "--mode",
+        choices=["node", "elastic"],
+        help="group mode (default: node when --source-count > 0); elastic members count "
+        "themselves from the live members",
+    )
     parser.add_argument(
         "--strategy", help="assignment strategy (default: $CLIENT_BALANCE_STRATEGY or modulo)"
     )
@@ -332,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             node = Node(f"node {args.node_id}", consumer)
             install_signal_handlers(node.stop)
             try:
-                consumer.start(topics, source_count=args.source_count, node_id=args.node_id)
+                consumer.start(
+                    topics, source_count=args.source_count, node_id=args.node_id, mode=args.mode
+                )
             except ClientBalanceError as error:
                 print(f"worker: cannot start: {error}", file=sys.stderr)
                 return 2 if isinstance(error, ConfigError) else 1

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import structlog
 
 pytest_plugins = ["client_balance.testing"]
 
@@ -15,14 +12,6 @@ def _broker_for_integration_tests(request: pytest.FixtureRequest) -> None:
     # Every integration test gets the session broker, so one that cannot have it fails.
     if request.node.get_closest_marker("integration") is not None:
         request.getfixturevalue("kafka_bootstrap")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_logging() -> Iterator[None]:
-    # The CLI configures structlog to print to sys.stderr, which under capsys is a file that
-    # is closed after the test: consumers of later tests would then fail to log.
-    yield
-    structlog.reset_defaults()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -8,17 +8,11 @@ graceful shutdown (SIGTERM) and kills the JVM when it does not exit in time.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -27,7 +21,20 @@ from types import TracebackType
 from typing import IO, Self
 
 from client_balance import admin
+from client_balance._kafka import retry_immediately
+from client_balance._timing import Deadline
 from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars, find_java
+from client_balance.broker._process import (
+    cds_archive_path,
+    cleanup,
+    cluster_id,
+    free_port,
+    read_ports,
+    stop_pid,
+    tail,
+    tail_text,
+    terminate,
+)
 from client_balance.errors import BrokerStartError, ClientBalanceError
 
 __all__ = ["LocalKafka", "stop_pid"]
@@ -62,101 +69,6 @@ _BASE_CONFIG = {
     "num.io.threads": "4",
     "log.retention.check.interval.ms": "300000",
 }
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _cluster_id() -> str:
-    # Kafka's Uuid text form: 16 random bytes, base64url, no padding; a leading '-' would be
-    # read as an option by the storage tool.
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not text.startswith("-"):
-            return text
-
-
-def _cds_archive_path(java: str, libs: Path) -> Path:
-    # An archive only fits the JVM build and the exact jars it was dumped with.
-    real_java = Path(java).resolve()
-    identity = (
-        f"{real_java}:{real_java.stat().st_mtime_ns}:{sorted(p.name for p in libs.iterdir())}"
-    )
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return libs.parent / "cds" / f"broker-{digest}.jsa"
-
-
-def _read_ports(properties: Path) -> tuple[int, int] | None:
-    ports: dict[str, int] = {}
-    for line in properties.read_text().splitlines():
-        if line.startswith("listeners="):
-            for listener in line.removeprefix("listeners=").split(","):
-                name, _, address = listener.partition("://")
-                ports[name] = int(address.rsplit(":", 1)[1])
-    if "PLAINTEXT" in ports and "CONTROLLER" in ports:
-        return ports["PLAINTEXT"], ports["CONTROLLER"]
-    return None
-
-
-def _tail_text(text: str, lines: int = 40) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return _tail_text(path.read_text(errors="replace"), lines)
-    except OSError:
-        return "(no broker log was written)"
-
-
-def _terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=timeout_s)
-
-
-def _cleanup(process: subprocess.Popen[bytes], timeout_s: float, data_dir: Path | None) -> None:
-    _terminate(process, timeout_s)
-    if data_dir is not None:
-        shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) still answers kill(pid, 0).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def stop_pid(pid: int, *, timeout_s: float = 20.0) -> bool:
-    """Stop a detached broker by pid: SIGTERM, wait, then SIGKILL. False if it was not running."""
-    if not _alive(pid):
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        while _alive(pid):
-            time.sleep(0.05)
-    return True
 
 
 class LocalKafka:
@@ -250,22 +162,26 @@ class LocalKafka:
         if self._data_dir is None:
             self._data_dir = Path(tempfile.mkdtemp(prefix="client-balance-kafka-"))
         self._data_dir.mkdir(parents=True, exist_ok=True)
-        for attempt in range(1, _START_ATTEMPTS + 1):
-            try:
-                self._start_once(java, libs, began)
-            except BrokerStartError as error:
-                retry = (
-                    _BIND_FAILURE in error.log_tail
-                    and self._requested_port is None
-                    and self._owns_data_dir
-                )
-                if not retry or attempt == _START_ATTEMPTS:
-                    raise
-                # Someone took a port between our probe and the JVM's bind: start afresh.
-                shutil.rmtree(self._data_dir, ignore_errors=True)
-                self._data_dir.mkdir(parents=True)
-            else:
-                break
+        data_dir = self._data_dir
+
+        def port_was_taken(error: BaseException) -> bool:
+            # Someone took a port between our probe and the JVM's bind: start afresh.
+            taken = (
+                isinstance(error, BrokerStartError)
+                and _BIND_FAILURE in error.log_tail
+                and self._requested_port is None
+                and self._owns_data_dir
+            )
+            if taken:
+                shutil.rmtree(data_dir, ignore_errors=True)
+                data_dir.mkdir(parents=True)
+            return taken
+
+        retry_immediately(
+            lambda: self._start_once(java, libs, began),
+            attempts=_START_ATTEMPTS,
+            retry_if=port_was_taken,
+        )
         self.startup_s = time.monotonic() - began
         return self
 
@@ -274,12 +190,12 @@ class LocalKafka:
         properties = data_dir / _PROPERTIES_NAME
         logs = data_dir / "kraft-logs"
         formatted = (logs / "meta.properties").is_file()
-        previous = _read_ports(properties) if formatted and properties.is_file() else None
+        previous = read_ports(properties) if formatted and properties.is_file() else None
         if previous is not None:
             port, controller_port = previous
         else:
-            port = self._requested_port or _free_port()
-            controller_port = _free_port()
+            port = self._requested_port or free_port()
+            controller_port = free_port()
         self._write_properties(properties, logs, port, controller_port)
         log4j = data_dir / "log4j2.properties"
         log4j.write_text(
@@ -295,9 +211,7 @@ class LocalKafka:
             self._process = self._spawn(jvm, libs, properties, log)
         self._port = port
         owned = data_dir if self._owns_data_dir else None
-        self._finalizer = weakref.finalize(
-            self, _cleanup, self._process, self.stop_timeout_s, owned
-        )
+        self._finalizer = weakref.finalize(self, cleanup, self._process, self.stop_timeout_s, owned)
         self._wait_until_ready(began)
 
     def _write_properties(
@@ -320,11 +234,11 @@ class LocalKafka:
         command = [
             jvm[0], "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm[1:],
             "kafka.tools.StorageTool", "format", "--standalone",
-            "-t", _cluster_id(), "-c", str(properties),
+            "-t", cluster_id(), "-c", str(properties),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
-            output = _tail_text(done.stdout + done.stderr)
+            output = tail_text(done.stdout + done.stderr)
             raise BrokerStartError(
                 f"Apache Kafka {self.version} did not start: formatting the log dir with "
                 f"kafka.tools.StorageTool failed (exit {done.returncode}). Last lines of its "
@@ -357,7 +271,7 @@ class LocalKafka:
         self._cds_archive = None
         if not self.class_data_sharing:
             return []
-        archive = _cds_archive_path(java, libs)
+        archive = cds_archive_path(java, libs)
         if archive.is_file():
             return [f"-XX:SharedArchiveFile={archive}"]
         # No archive yet: this JVM writes one when it exits; stop() moves it into the cache.
@@ -376,12 +290,12 @@ class LocalKafka:
 
     def _wait_until_ready(self, began: float) -> None:
         assert self._process is not None  # noqa: S101 - set by the caller just before
-        deadline = began + self.startup_timeout_s
+        deadline = Deadline(self.startup_timeout_s - (time.monotonic() - began))
         bootstrap = f"127.0.0.1:{self._port}"
         process = self._process
         answered = admin.cluster_answers(
             bootstrap,
-            timeout_s=self.startup_timeout_s - (time.monotonic() - began),
+            timeout_s=deadline.left_s(),
             keep_waiting=lambda: process.poll() is None,
         )
         if process.poll() is not None:
@@ -393,26 +307,24 @@ class LocalKafka:
                 f"{self.startup_timeout_s:.0f} s"
             )
         try:
-            admin.wait_for_group_coordinator(
-                bootstrap, timeout_s=max(deadline - time.monotonic(), 5.0)
-            )
+            admin.wait_for_group_coordinator(bootstrap, timeout_s=max(deadline.left_s(), 5.0))
         except ClientBalanceError as error:
             self._kill()
             raise self._failed(f"the group coordinator did not come up: {error}") from None
 
     def _failed(self, what: str) -> BrokerStartError:
-        tail = _tail(self.log_path)
+        last_lines = tail(self.log_path)
         self._process = None
         return BrokerStartError(
             f"Apache Kafka {self.version} did not start: {what}. Last lines of "
-            f"{self.log_path}:\n{tail}",
-            log_tail=tail,
+            f"{self.log_path}:\n{last_lines}",
+            log_tail=last_lines,
             log_path=str(self.log_path),
         )
 
     def _kill(self) -> None:
         if self._process is not None:
-            _terminate(self._process, timeout_s=5.0)
+            terminate(self._process, timeout_s=5.0)
 
     def detach(self) -> int:
         """Leave the broker running after this object and this interpreter are gone.
@@ -428,7 +340,7 @@ class LocalKafka:
     def stop(self) -> None:
         """Shut the broker down (SIGTERM, then SIGKILL after ``stop_timeout_s``). Idempotent."""
         if self._process is not None:
-            _terminate(self._process, self.stop_timeout_s)
+            terminate(self._process, self.stop_timeout_s)
             self._process = None
             self._keep_cds_archive()
         if self._finalizer is not None:

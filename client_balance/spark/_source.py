@@ -1,4 +1,6 @@
-"""The ``client_balance`` PySpark data source: Spark tasks are the SDK's nodes (batch reads).
+"""The ``client_balance`` PySpark data source: Spark tasks are the SDK's nodes.
+
+It reads in batch (``spark.read``) and in Structured Streaming (``spark.readStream``).
 
 On the driver, ``partitions()`` asks Kafka for each partition's range (its watermarks and the
 group's committed offsets), resolves ``startingOffsets``/``endingOffsets`` into ``[start, end)``
@@ -34,11 +36,11 @@ from pyspark.sql.types import (
 )
 
 from client_balance import admin
-from client_balance._fetch import read_ranges
-from client_balance._reconcile import node_member_ids
+from client_balance._kafka import read_ranges
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
-from client_balance.strategies import Member, get_strategy
+from client_balance.strategies import get_strategy
+from client_balance.strategies._nodes import node_assignment, partition_counts
 
 __all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition"]
 
@@ -231,26 +233,19 @@ def _parse_offset_json(offsets: dict[str, dict[str, int]]) -> dict[TopicPartitio
 def _node_partitions(
     ranges: dict[TopicPartition, tuple[int, int]], options: SourceOptions
 ) -> list[NodePartition]:
-    counts: dict[str, int] = {}
-    for tp in ranges:
-        counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
-    ids = node_member_ids(options.nodes(len(ranges)))
-    assignment = get_strategy(options.strategy).assign(
-        counts, [Member(member, counts) for member in ids]
-    )
+    counts = partition_counts(ranges)
+    shares = node_assignment(get_strategy(options.strategy), counts, options.nodes(len(ranges)))
     config = options.kafka_config(_READER_GROUP)
     return [
         NodePartition(
             node_id=node,
             ranges=tuple(
-                (tp.topic, tp.partition, *ranges[tp])
-                for tp in sorted(assignment[member])
-                if tp in ranges
+                (tp.topic, tp.partition, *ranges[tp]) for tp in sorted(share) if tp in ranges
             ),
             kafka=config,
             batch_max_messages=options.batch_max_messages,
         )
-        for node, member in enumerate(ids)
+        for node, share in enumerate(shares)
     ]
 
 

@@ -13,6 +13,7 @@ from client_balance.strategies._base import (
     sorted_members,
     subscribed_partition_counts,
 )
+from client_balance.strategies._nodes import node_order
 
 __all__ = ["HashStrategy", "ModuloStrategy"]
 
@@ -23,9 +24,10 @@ _UINT32_MASK = 0xFFFFFFFF
 def _node_order(members: Sequence[Member]) -> list[Member]:
     # Node ids are numbers: node 10 comes after node 2. Any other ids keep Kafka's order.
     ordered = sorted_members(members)
-    if all(member.instance_id is None and member.id.isdecimal() for member in ordered):
-        ordered.sort(key=lambda member: int(member.id))
-    return ordered
+    if any(member.instance_id is not None for member in ordered):
+        return ordered
+    by_id = {member.id: member for member in ordered}
+    return [by_id[member_id] for member_id in node_order(by_id)]
 
 
 OwnerRule = Callable[[str, int, int], Iterable[int]]

@@ -3,7 +3,7 @@ r"""One node of a client-balanced group in a process of its own, for the multi-p
 Run as::
 
     python -m tests.integration.consumer_worker --bootstrap B --group G --topic T \
-        --source-count N --node-id I --out FILE [--stop-after-idle-s S]
+        --source-count N --node-id I [--mode M] --out FILE [--stop-after-idle-s S]
 
 It consumes ``T`` with :class:`ClientBalanceConsumer` as node ``I`` of ``N``
 (``start_position="earliest"``, ``commit="sync"``) and writes three files:
@@ -166,7 +166,9 @@ class Worker:
             ClientBalanceConsumer(self.settings) as consumer,
         ):
             _say("starting")
-            consumer.start([self.args.topic], self.args.source_count, self.args.node_id)
+            consumer.start(
+                [self.args.topic], self.args.source_count, self.args.node_id, mode=self.args.mode
+            )
             _say("started")
             last_message_at = time.monotonic()
             while not self.stop:
@@ -239,6 +241,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--source-count", type=int, required=True)
     parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--mode", choices=["node", "manual", "elastic"], default=None)
     parser.add_argument("--out", required=True)
     parser.add_argument("--stop-after-idle-s", type=float, default=None)
     parser.add_argument("--batch-max", type=int, default=1000)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -13,22 +13,24 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-import client_balance._fetch
-import client_balance.consumer
+import client_balance.consumer._fetch
+import client_balance.consumer._reconcile
 from client_balance import (
     ClientBalanceConsumer,
     ClientBalanceSettings,
     ConsumeResult,
     GroupInUseError,
+    GroupMode,
     InvalidConfirmContextError,
+    NodeContext,
     NoMessageError,
     NotStartedError,
+    PartitionMeta,
     TopicPartition,
 )
 
 pytestmark = pytest.mark.integration
 
-_groups = itertools.count(1)
 Headers = list[tuple[str, str | bytes | None]]
 
 
@@ -56,8 +58,8 @@ def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0)
 
 def wait_paused(consumer: ClientBalanceConsumer, topic: str) -> None:
     """Wait until the fetcher has paused partition 0 of ``topic`` (its buffer is full)."""
-    fetcher = consumer._fetcher  # internal: a full buffer has no public sign
-    assert fetcher is not None
+    assert consumer._run is not None
+    fetcher = consumer._run.fetcher  # internal: a full buffer has no public sign
     deadline = time.monotonic() + 10
     while not fetcher._held[TopicPartition(topic, 0)].paused:
         assert time.monotonic() < deadline, f"partition {topic}:0 was never paused"
@@ -74,28 +76,6 @@ def offsets_of(result: ConsumeResult) -> list[int | None]:
     return [message.offset() for message in result.messages]
 
 
-@pytest.fixture
-def make_consumer(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceConsumer]]:
-    """Factory of consumers on a fresh group each (``group_id=`` to share one); shut down after."""
-    made: list[ClientBalanceConsumer] = []
-
-    def make(**overrides: Any) -> ClientBalanceConsumer:
-        values: dict[str, Any] = {
-            "bootstrap_servers": kafka_bootstrap,
-            "group_id": f"cb-{os.getpid()}-{next(_groups)}",
-            "start_position": "earliest",
-            "reconcile_interval_s": 1.0,
-            "commit": "sync",
-            **overrides,
-        }
-        made.append(ClientBalanceConsumer(ClientBalanceSettings(**values)))
-        return made[-1]
-
-    yield make
-    for consumer in made:
-        consumer.shutdown()
-
-
 def test_confirm_false_redelivers_the_same_batch(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
@@ -104,8 +84,8 @@ def test_confirm_false_redelivers_the_same_batch(
 ) -> None:
     """confirm(ctx, False) has the same messages delivered again, then consumption goes on."""
     # A buffer of two batches, so that partition 0 is paused before the rewind.
-    monkeypatch.setattr(client_balance._fetch, "_BUFFER_FLOOR", 0)
-    monkeypatch.setattr(client_balance._fetch, "_BUFFER_BATCHES", 2)
+    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_FLOOR", 0)
+    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_BATCHES", 2)
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(50)])
     consumer = make_consumer(batch_max_messages=10)
@@ -176,7 +156,7 @@ def test_stale_and_malformed_confirm_contexts_are_refused(
 
     # A batch still out when its partition is released is rolled back: its context is stale,
     # and the next holder gets its messages again.
-    monkeypatch.setattr(client_balance.consumer, "RELEASE_WAIT_S", 0.1)
+    monkeypatch.setattr(client_balance.consumer._reconcile, "RELEASE_WAIT_S", 0.1)
     consumer.disconnect(f"{topic}:0")
     with pytest.raises(InvalidConfirmContextError, match="names no batch"):
         consumer.confirm(redelivered.confirm_context)
@@ -306,7 +286,7 @@ def test_interval_commits_are_flushed_on_shutdown(
     group = consumer.settings.group_id
     assert committed_offset(kafka_bootstrap, group, topic) < 10
     consumer.get_message(timeout_s=10)  # out, unconfirmed: rolled back at shutdown
-    monkeypatch.setattr(client_balance.consumer, "RELEASE_WAIT_S", 0.1)
+    monkeypatch.setattr(client_balance.consumer._reconcile, "RELEASE_WAIT_S", 0.1)
     consumer.shutdown()
     assert committed_offset(kafka_bootstrap, group, topic) == 10
 
@@ -318,7 +298,7 @@ def test_group_used_by_subscribe_raises_group_in_use(
 ) -> None:
     """start() refuses a group id that a subscribe() consumer has joined."""
     topic = new_topic(partitions=1)
-    group = f"cb-subscribed-{os.getpid()}-{next(_groups)}"
+    group = f"cb-subscribed-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     subscriber = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
     try:
         subscriber.subscribe([topic])
@@ -371,3 +351,41 @@ def test_started_consumer_lifecycle_and_properties(
     unplaced.start([topic], source_count=0, node_id=9)
     assert (unplaced.source_count, unplaced.node_id) == (-2, -2)
     assert unplaced.registered_partitions() == set()
+
+
+def test_tubemq_style_start_leaves_the_assignment_to_the_application(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """start(topics, -1, 0), as TubeMQ's example calls it, registers only what is connected."""
+    topic = new_topic(partitions=3)
+    consumer = make_consumer()
+    consumer.start([topic], source_count=-1, node_id=0)
+    assert consumer.mode is GroupMode.MANUAL
+    assert consumer.reconcile_now(30.0)
+    assert consumer.registered_partitions() == set()
+    consumer.connect(f"{topic}:1")
+    assert consumer.reconcile_now(30.0)
+    assert consumer.registered_partitions() == {f"1:{topic}:1"}
+
+
+def test_manual_mode_with_a_callback_holds_the_callbacks_answer(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """With an assigner, a manual member holds what the callback returns and sees its mode."""
+    topic = new_topic(partitions=4)
+    contexts: list[NodeContext] = []
+
+    def assigner(meta: Mapping[str, PartitionMeta], context: NodeContext) -> list[str]:
+        contexts.append(context)
+        return sorted(key for key, m in meta.items() if m.partition % 2 == 0)
+
+    with ClientBalanceConsumer(kafka_settings(), assigner=assigner) as consumer:
+        consumer.start([topic], source_count=-1, node_id=0)
+        assert consumer.reconcile_now(30.0)
+        assert consumer.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:2"}
+    assert contexts[0].mode == "manual"
+    assert (contexts[0].source_count, contexts[0].node_id) == (-1, 0)

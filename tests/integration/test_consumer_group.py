@@ -9,24 +9,19 @@ broker outage that the issue fixes at 10 seconds.
 from __future__ import annotations
 
 import itertools
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
 from client_balance import admin
 from client_balance.broker import LocalKafka
+from tests.integration.conftest import GroupFactory
 from tests.integration.consumer_worker import (
     confirms,
     count_confirmed,
@@ -34,181 +29,17 @@ from tests.integration.consumer_worker import (
     last_batch_line,
     open_batches,
     read_held,
-    read_records,
+)
+from tests.integration.workers import (
+    Node,
+    all_records,
+    committed,
+    highs,
+    produce,
+    wait_until,
 )
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-_groups = itertools.count(1)
-
-Record = tuple[int, int]
-
-
-# ---------------------------------------------------------------------------------- helpers
-def produce(bootstrap: str, topic: str, count: int, partitions: int, first: int = 0) -> None:
-    """Write ``count`` messages (value = unique id) round robin over ``partitions``."""
-    failures: list[object] = []
-
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(error)
-
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
-        "queue.buffering.max.messages": 1_000_000, "enable.idempotence": True,
-        "on_delivery": delivered,
-    })  # fmt: skip
-    for number in range(first, first + count):
-        producer.produce(topic, str(number).encode(), partition=number % partitions)
-        if number % 50_000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
-    assert failures == []
-
-
-def highs(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """High watermark per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
-    try:
-        return {
-            p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-    finally:
-        consumer.close()
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 = none), asked without joining."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        answers = consumer.committed(
-            [KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10
-        )
-        return {tp.partition: tp.offset for tp in answers}
-    finally:
-        consumer.close()
-
-
-def all_records(high: dict[int, int], low: dict[int, int] | None = None) -> set[Record]:
-    """Every ``(partition, offset)`` from ``low`` (default 0) up to ``high``."""
-    return {(p, o) for p, end in high.items() for o in range((low or {}).get(p, 0), end)}
-
-
-def wait_until(
-    condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.02
-) -> float:
-    """Poll ``condition`` every ``poll_s``; the seconds it took, or fail naming ``what``."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout_s:
-            pytest.fail(f"not within {timeout_s} s: {what}")
-        time.sleep(poll_s)
-    return time.monotonic() - began
-
-
-@dataclass
-class Node:
-    """A started worker process and its files."""
-
-    node_id: int
-    out: Path
-    log: Path
-    process: subprocess.Popen[bytes]
-
-    def records(self) -> list[Record]:
-        """What it consumed so far."""
-        return read_records(self.out)
-
-    def log_tail(self) -> str:
-        """The end of its stdout/stderr."""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
-
-
-@dataclass
-class Group:
-    """Spawns worker processes of one group on one topic and keeps every one it started."""
-
-    bootstrap: str
-    topic: str
-    source_count: int
-    folder: Path
-    group: str = field(default_factory=lambda: f"cb-group-{os.getpid()}-{next(_groups)}")
-    started: list[Node] = field(default_factory=list)
-
-    def spawn(self, node_id: int, *options: str, run: int = 0) -> Node:
-        """Start worker ``node_id``; its files are ``node<id>-run<run>.*`` in ``folder``."""
-        out = self.folder / f"node{node_id}-run{run}.out"
-        log = self.folder / f"node{node_id}-run{run}.log"
-        command = [
-            sys.executable, "-m", "tests.integration.consumer_worker",
-            "--bootstrap", self.bootstrap, "--group", self.group, "--topic", self.topic,
-            "--source-count", str(self.source_count), "--node-id", str(node_id),
-            "--out", str(out), *options,
-        ]  # fmt: skip
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        node = Node(node_id, out, log, process)
-        self.started.append(node)
-        return node
-
-    def spawn_all(self, *options: str, run: int = 0) -> list[Node]:
-        """Start nodes ``0 .. source_count - 1``."""
-        return [self.spawn(node_id, *options, run=run) for node_id in range(self.source_count)]
-
-    def wait_for_lines(self, nodes: list[Node], total: int, timeout_s: float) -> float:
-        """Wait until ``nodes`` wrote ``total`` lines together; fail if one dies meanwhile."""
-
-        def done() -> bool:
-            for node in nodes:
-                if node.process.poll() not in (None, 0):
-                    pytest.fail(f"worker {node.node_id} exited with {node.process.returncode}:\n"
-                                f"{node.log_tail()}")  # fmt: skip
-            return sum(count_records(node.out) for node in nodes) >= total
-
-        return wait_until(done, timeout_s, f"{total} lines from {len(nodes)} workers")
-
-    def wait_exit(self, nodes: list[Node], timeout_s: float = 30.0) -> None:
-        """Wait until every node has exited, each with code 0."""
-        deadline = time.monotonic() + timeout_s
-        for node in nodes:
-            try:
-                node.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {node.node_id} did not exit:\n{node.log_tail()}")
-            assert node.process.returncode == 0, node.log_tail()
-
-    def stop(self, nodes: list[Node]) -> None:
-        """SIGTERM (the worker shuts its consumer down, committing) and wait for exit 0."""
-        for node in nodes:
-            node.process.send_signal(signal.SIGTERM)
-        self.wait_exit(nodes)
-
-    def kill_leftovers(self) -> None:
-        """SIGKILL every process this group started that still runs."""
-        for node in self.started:
-            if node.process.poll() is None:
-                node.process.kill()
-                node.process.wait()
-
-
-@pytest.fixture
-def groups(tmp_path: Path) -> Iterator[Callable[[str, str, int], Group]]:
-    """Factory ``(bootstrap, topic, source_count) -> Group``; kills its workers at teardown."""
-    made: list[Group] = []
-
-    def make(bootstrap: str, topic: str, source_count: int) -> Group:
-        folder = tmp_path / f"group{len(made)}"
-        folder.mkdir()
-        made.append(Group(bootstrap, topic, source_count, folder))
-        return made[-1]
-
-    yield make
-    for group in made:
-        group.kill_leftovers()
 
 
 def assert_disjoint_cover(nodes: list[Node], partitions: int) -> None:
@@ -225,7 +56,7 @@ def assert_disjoint_cover(nodes: list[Node], partitions: int) -> None:
 # ------------------------------------------------------------------------------------ tests
 @pytest.mark.timeout(180)
 def test_four_workers_consume_each_message_exactly_once(
-    kafka_bootstrap: str, new_topic: Callable[..., str], groups: Callable[[str, str, int], Group]
+    kafka_bootstrap: str, new_topic: Callable[..., str], groups: GroupFactory
 ) -> None:
     """Four worker processes read 200,000 messages of 12 partitions exactly once, disjointly."""
     topic = new_topic(partitions=12)
@@ -248,7 +79,7 @@ def test_four_workers_consume_each_message_exactly_once(
 
 @pytest.mark.timeout(120)
 def test_sigkilled_worker_restarts_and_loses_nothing(
-    kafka_bootstrap: str, new_topic: Callable[..., str], groups: Callable[[str, str, int], Group]
+    kafka_bootstrap: str, new_topic: Callable[..., str], groups: GroupFactory
 ) -> None:
     """A worker SIGKILLed mid-stream and restarted loses nothing; only its open batch repeats."""
     topic = new_topic(partitions=12)
@@ -291,7 +122,7 @@ def test_sigkilled_worker_restarts_and_loses_nothing(
 
 @pytest.mark.timeout(120)
 def test_restarted_group_resumes_from_committed_offsets(
-    kafka_bootstrap: str, new_topic: Callable[..., str], groups: Callable[[str, str, int], Group]
+    kafka_bootstrap: str, new_topic: Callable[..., str], groups: GroupFactory
 ) -> None:
     """A whole group restarted reads only what came after its committed offsets."""
     topic = new_topic(partitions=12)
@@ -317,7 +148,7 @@ def test_restarted_group_resumes_from_committed_offsets(
 
 @pytest.mark.timeout(120)
 def test_added_partitions_are_consumed_within_one_reconcile_interval(
-    kafka_bootstrap: str, new_topic: Callable[..., str], groups: Callable[[str, str, int], Group]
+    kafka_bootstrap: str, new_topic: Callable[..., str], groups: GroupFactory
 ) -> None:
     """Partitions added with the admin API are held and drained within a reconcile interval."""
     interval_s, grace_s = 1.0, 2.0  # grace: the registration queries, first fetch, polling
@@ -359,9 +190,7 @@ def test_added_partitions_are_consumed_within_one_reconcile_interval(
 
 
 @pytest.mark.timeout(240)
-def test_workers_recover_from_a_broker_restart(
-    tmp_path: Path, groups: Callable[[str, str, int], Group]
-) -> None:
+def test_workers_recover_from_a_broker_restart(tmp_path: Path, groups: GroupFactory) -> None:
     """Workers whose broker stops for 10 s and restarts recover by themselves and lose nothing."""
     kafka = LocalKafka(data_dir=tmp_path / "kafka").start()
     try:

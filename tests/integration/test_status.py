@@ -9,7 +9,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,10 +25,9 @@ from client_balance import (
     PartitionOccupiedError,
     admin,
 )
-from client_balance._reconcile import strategy_target
 from client_balance.cli import main as cli_main
 from client_balance.keys import TopicPartition
-from client_balance.status import (
+from client_balance.membership import (
     GroupState,
     MemberReport,
     StatusWriter,
@@ -37,13 +36,14 @@ from client_balance.status import (
     status_partition,
 )
 from client_balance.strategies import Member, get_strategy
-from tests.integration.test_consumer_group import (
+from client_balance.strategies._nodes import node_share
+from tests.integration.conftest import GroupFactory
+from tests.integration.workers import (
     REPO,
     Group,
     Node,
     all_records,
     committed,
-    groups,  # noqa: F401 - the fixture, used by name
     highs,
     produce,
     wait_until,
@@ -53,30 +53,6 @@ pytestmark = pytest.mark.integration
 
 STATUS_TOPIC = "__client_balance_status"
 VIEW_POLL_S = 0.5
-
-
-@pytest.fixture
-def make_member(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceConsumer]]:
-    """Factory of consumers in one fresh group (``group=`` to share one); shut down at the end."""
-    made: list[ClientBalanceConsumer] = []
-    default_group = f"status-{uuid.uuid4().hex[:8]}"
-
-    def make(**values: object) -> ClientBalanceConsumer:
-        values.setdefault("group_id", default_group)
-        settings = ClientBalanceSettings(
-            bootstrap_servers=kafka_bootstrap,
-            start_position="earliest",
-            report_interval_s=1.0,
-            lease_timeout_s=6.0,
-            reconcile_interval_s=1.0,
-            **values,
-        )
-        made.append(ClientBalanceConsumer(settings))
-        return made[-1]
-
-    yield make
-    for consumer in made:
-        consumer.shutdown()
 
 
 def status_log(bootstrap: str, group: str) -> list[tuple[bytes | None, bytes | None, int, int]]:
@@ -274,7 +250,7 @@ def test_status_topic_must_be_compacted(
 def test_group_view_and_cli_status_show_the_workers(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
-    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+    groups: GroupFactory,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """GroupView and `client-balance status` show each worker, its partitions, offsets and lag."""
@@ -299,7 +275,7 @@ def test_group_view_and_cli_status_show_the_workers(
     assert sorted(by_node) == [0, 1, 2]
     for partition in view.partitions:
         holder = next(m for m in view.members if m.consumer_id == partition.holder)
-        expected = strategy_target("modulo", {topic: 6}, 3, holder.node_id)
+        expected = node_share(get_strategy("modulo"), {topic: 6}, 3, holder.node_id)
         assert TopicPartition(topic, partition.partition) in expected
         assert partition.committed == partition.high == 1_000
     assert view.conflicts == ()
@@ -335,14 +311,14 @@ def test_group_view_and_cli_status_show_the_workers(
 def elastic_group(
     bootstrap: str,
     new_topic: Callable[..., str],
-    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture's value
+    groups: GroupFactory,
     partitions: int,
     total: int,
 ) -> tuple[str, dict[int, int], Group, ClientBalanceSettings]:
     """A topic with ``total`` messages, its high watermarks, an elastic group, its settings."""
     topic = new_topic(partitions=partitions)
     produce(bootstrap, topic, total, partitions=partitions)
-    group = groups(bootstrap, topic, -1)
+    group = groups(bootstrap, topic, -1, mode="elastic")
     settings = ClientBalanceSettings(bootstrap_servers=bootstrap, group_id=group.group)
     return topic, highs(bootstrap, topic, partitions), group, settings
 
@@ -355,7 +331,7 @@ def _held_counts(view: admin.GroupView) -> dict[str, int]:
 def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
-    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+    groups: GroupFactory,
 ) -> None:
     """3 -> 5 -> 2 elastic members over 500,000 messages: none lost, no takeover, strategy moves."""
     partitions, total = 12, 500_000
@@ -416,7 +392,7 @@ def test_elastic_group_grows_and_shrinks_moving_only_what_the_strategy_moves(
 def test_sigkilled_elastic_member_is_replaced_after_its_lease(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
-    groups: Callable[[str, str, int], Group],  # noqa: F811 - the fixture
+    groups: GroupFactory,
 ) -> None:
     """An elastic member killed mid-stream: after its lease the others take its partitions."""
     partitions, total = 6, 60_000

@@ -17,10 +17,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, ConfigError
-from client_balance._reconcile import strategy_target
 from client_balance.admin import partition_offsets
 from client_balance.keys import TopicPartition
 from client_balance.spark import parse_options, register
+from client_balance.strategies import get_strategy
+from client_balance.strategies._nodes import node_share
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -86,8 +87,8 @@ def test_batch_read_returns_every_message_once_with_kafka_columns(
     assert first.timestamp is not None
     assert [(h.key, h.value) for h in first.headers] == [("type", b"paid")]
     for row in rows:
-        node_share = strategy_target("modulo", {topic: 5}, 3, row.node_id)
-        assert TopicPartition(topic, row.partition) in node_share
+        share = node_share(get_strategy("modulo"), {topic: 5}, 3, row.node_id)
+        assert TopicPartition(topic, row.partition) in share
 
 
 def test_committed_start_reads_exactly_what_the_workers_left(

@@ -1,8 +1,87 @@
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from client_balance.cli import main
+from client_balance import admin
+from client_balance.cli import _render, main
+from client_balance.settings import ClientBalanceSettings
+from tests.source_scan import calls, imports
+
+CLI_PACKAGE = Path(_render.__file__).parent
+SIMULATION_MODULE = CLI_PACKAGE.parent / "strategies" / "simulation.py"
+STATUS_ARGV = ["status", "--group", "orders", "--bootstrap-servers", "127.0.0.1:1"]
+SIMULATE_ARGV = ["simulate", "--topics", "Order:7,Stock:5", "--members", "C1,C2,C3"]
+
+
+def _member(consumer_id: str, **changes: Any) -> admin.MemberView:
+    fields: dict[str, Any] = {
+        "consumer_id": consumer_id,
+        "host": "host-a",
+        "pid": 7,
+        "node_id": 0,
+        "source_count": 2,
+        "mode": "node",
+        "topics": ("t",),
+        "strategy": "modulo",
+        "version": "0.1.0",
+        "live": True,
+        "fenced": False,
+        "last_seen_s": 1.5,
+        "holds": ("t:0",),
+        "lag": 3,
+    }
+    return admin.MemberView(**{**fields, **changes})
+
+
+VIEW = admin.GroupView(
+    group="orders",
+    members=(
+        _member("c-0"),
+        _member("[red]c-1", node_id=-1, mode="elastic", live=False, fenced=True, holds=()),
+    ),
+    partitions=(
+        admin.PartitionView("t", 0, "c-0", 5, 8),
+        admin.PartitionView("t", 1, None, None, 4),
+    ),
+    conflicts=("node 0 is claimed twice",),
+)
+
+
+@pytest.fixture
+def group_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` shows VIEW instead of reading a cluster."""
+
+    def load(
+        settings: ClientBalanceSettings, group: str | None = None, **_: Any
+    ) -> admin.GroupView:
+        logging.getLogger("client_balance.test").info("view loaded", extra={"group": group})
+        return VIEW
+
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(load))
+
+
+@pytest.fixture
+def tables(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The header of every table drawn through cli._render.table, in order."""
+    headers: list[list[str]] = []
+    draw = _render.table
+
+    def recording(
+        header: Sequence[str], rows: Any, *, right_from: int | None = None
+    ) -> _render.Renderable:
+        headers.append(list(header))
+        return draw(header, rows, right_from=right_from)
+
+    monkeypatch.setattr(_render, "table", recording)
+    return headers
+
+
+# --- usage -----------------------------------------------------------------------------------
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -11,10 +90,42 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid choice" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["status"], "the following arguments are required: --group"),
+        (["status", "--group", "g", "--watch", "soon"], "invalid float value: 'soon'"),
+        (["simulate", "--members", "C1"], "the following arguments are required: --topics"),
+        (["broker"], "the following arguments are required: ACTION"),
+        (["reset-offsets", "--group", "g"], "the following arguments are required: --to"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_missing_or_malformed_arguments_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing or malformed argument of any command returns 2 and says what is wrong."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""
+
+
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     """--help prints the commands and succeeds."""
     assert main(["broker", "--help"]) == 0
     assert "start" in capsys.readouterr().out
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command's help names each command group's commands."""
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("broker", "simulate", "status", "groups", "reset-offsets"):
+        assert command in out
+
+
+# --- broker ----------------------------------------------------------------------------------
 
 
 def test_status_and_stop_without_a_broker(
@@ -38,3 +149,139 @@ def test_stale_state_file_is_recognized(tmp_path: Path, capsys: pytest.CaptureFi
     assert "stale state file" in capsys.readouterr().err
     assert main(["broker", "stop", "--state-file", str(state)]) == 0
     assert not state.exists()
+
+
+# --- status, groups, reset-offsets -----------------------------------------------------------
+
+
+@pytest.mark.usefixtures("group_view")
+def test_status_prints_the_group_as_plain_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    """Status shows the summary, member and partition tables and conflicts as plain text."""
+    assert main(STATUS_ARGV) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "group orders: 1 live member(s), 2 partition(s), 1 orphaned, total lag 7",
+        "",
+        "MODE     NODE  HOST:PID  STATE   SEEN  HOLDS  LAG  MEMBER",
+        "node     0     host-a:7  live    1.5s  1      3    c-0",
+        "elastic  -     host-a:7  fenced  1.5s  0      3    [red]c-1",
+        "",
+        "PARTITION  HOLDER      COMMITTED  HIGH  LAG",
+        "t:0        c-0         5          8     3",
+        "t:1        (orphaned)  -          4     4",
+        "",
+        "CONFLICTS:",
+        "  node 0 is claimed twice",
+    ]
+    assert "\x1b" not in out
+
+
+@pytest.mark.usefixtures("group_view")
+def test_status_and_simulate_tables_come_from_the_one_renderer(
+    tables: list[list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every table of status and simulate is drawn by cli._render.table."""
+    assert main(STATUS_ARGV) == 0
+    assert main([*SIMULATE_ARGV, "--strategy", "range"]) == 0
+    assert main([*SIMULATE_ARGV, "--compare"]) == 0
+    assert tables == [
+        ["MODE", "NODE", "HOST:PID", "STATE", "SEEN", "HOLDS", "LAG", "MEMBER"],
+        ["PARTITION", "HOLDER", "COMMITTED", "HIGH", "LAG"],
+        ["member", "partitions", "count"],
+        ["strategy", "C1", "C2", "C3", "balance", "moves", "taken", "rebalances"],
+    ]
+    assert "MEMBER" in capsys.readouterr().out
+
+
+def test_only_the_renderer_draws(capsys: pytest.CaptureFixture[str]) -> None:
+    """Only cli/_render.py imports rich or prints; the simulation module does neither."""
+    for module in CLI_PACKAGE.glob("*.py"):
+        if module.name != "_render.py":
+            assert not {m for m in imports(module) if m.split(".")[0] == "rich"}, module.name
+            assert len(calls(module, "print")) == 0, module.name
+    assert not {m for m in imports(SIMULATION_MODULE) if m.split(".")[0] == "rich"}
+    assert len(calls(SIMULATION_MODULE, "print")) == 0
+    assert "sys" not in imports(SIMULATION_MODULE)
+
+
+@pytest.mark.usefixtures("group_view")
+def test_status_json_is_the_view_as_data(capsys: pytest.CaptureFixture[str]) -> None:
+    """The JSON of status is the view's dict."""
+    assert main([*STATUS_ARGV, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == json.loads(json.dumps(VIEW.to_dict()))
+
+
+@pytest.mark.usefixtures("group_view")
+def test_status_watch_appends_each_view_when_not_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--watch to a pipe prints each refresh after the last, stamped, without escape codes."""
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    assert main([*STATUS_ARGV, "--watch", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert naps == [0.5, 0.5]
+    assert out.count("group orders: 1 live member(s)") == 2
+    assert "\x1b" not in out
+
+
+@pytest.mark.usefixtures("group_view")
+def test_library_logs_go_to_stderr_only_while_the_command_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The command shows the library's log events with their fields on stderr, then stops."""
+    library = logging.getLogger("client_balance")
+    handlers = list(library.handlers)
+    assert main(STATUS_ARGV) == 0
+    err = capsys.readouterr().err
+    assert "view loaded group=orders" in err
+    assert library.handlers == handlers
+
+
+def test_groups_lists_groups_in_a_table(
+    monkeypatch: pytest.MonkeyPatch,
+    tables: list[list[str]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Groups shows each group and its member count through the one table renderer."""
+    found: Mapping[str, int] = {"orders": 3, "payments-eu": 1}
+    monkeypatch.setattr(admin, "list_groups", lambda settings, **_: found)
+    assert main(["groups", "--bootstrap-servers", "127.0.0.1:1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "GROUP        MEMBERS",
+        "orders       3",
+        "payments-eu  1",
+    ]
+    assert tables == [["GROUP", "MEMBERS"]]
+    assert main(["groups", "--bootstrap-servers", "127.0.0.1:1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == found
+
+
+def test_a_cluster_is_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --bootstrap-servers, the variable or a running broker, status fails and says how."""
+    monkeypatch.delenv("CLIENT_BALANCE_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["status", "--group", "orders"]) == 1
+    assert "no cluster given: pass --bootstrap-servers" in capsys.readouterr().err
+
+
+# --- simulate --------------------------------------------------------------------------------
+
+
+def test_wide_tables_are_not_wrapped_when_not_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Piped output keeps each table row on one line, however long."""
+    argv = ["simulate", "--topics", "t:2000", "--members", "C1,C2", "--strategy", "range"]
+    assert main(argv) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("C1 ")]
+    assert row.split() == ["C1", *(f"t-{number}" for number in range(1000)), "1000"]

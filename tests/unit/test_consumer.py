@@ -22,12 +22,12 @@ from client_balance import (
     NotStartedError,
     TopicPartition,
 )
-from client_balance.consumer import (
-    CLIENT_VERSION,
+from client_balance.consumer._parse import (
     MAX_FILTER_LENGTH,
     MAX_FILTERS_PER_TOPIC,
-    _parse_context,
 )
+from client_balance.consumer._parse import parse_context as _parse_context
+from client_balance.consumer._setup import CLIENT_VERSION
 
 
 @pytest.fixture

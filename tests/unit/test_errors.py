@@ -5,7 +5,7 @@ import pytest
 
 import client_balance
 from client_balance import errors
-from client_balance._kafka_errors import from_kafka_exception
+from client_balance._kafka import from_kafka_exception
 
 EXAMPLES: list[errors.ClientBalanceError] = [
     errors.ConfigError("bad"),

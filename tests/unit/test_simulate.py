@@ -4,23 +4,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from client_balance._simulate import (
-    DEFINITIONS,
-    MAX_REBALANCES_PER_ROUND,
-    ChangeKind,
-    MembershipChange,
-    MemberSpec,
-    SimulationError,
-    SimulationPlan,
-    parse_members,
-    parse_topics,
-    plan_simulation,
-    render_comparison,
-    render_rounds,
-    simulate,
-    simulation_to_json,
-)
 from client_balance.cli import main
+from client_balance.cli._render import (
+    Renderable,
+    describe_change,
+    show,
+    simulation_comparison,
+    simulation_rounds,
+)
+from client_balance.cli._simulate import DEFINITIONS, simulation_to_json
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.strategies import (
@@ -30,6 +22,19 @@ from client_balance.strategies import (
     Strategy,
     get_strategy,
     strategy_names,
+)
+from client_balance.strategies.simulation import (
+    MAX_REBALANCES_PER_ROUND,
+    ChangeKind,
+    MembershipChange,
+    MemberSpec,
+    Round,
+    SimulationError,
+    SimulationPlan,
+    parse_members,
+    parse_topics,
+    plan_simulation,
+    simulate,
 )
 from tests.seeds import load_seed_scenarios, parse_partition
 
@@ -46,6 +51,20 @@ def _as_sets(assignment: Mapping[str, Sequence[TopicPartition]]) -> dict[str, se
 
 def _partitions(*names: str) -> tuple[TopicPartition, ...]:
     return tuple(parse_partition(name) for name in names)
+
+
+def _shown(shown: Renderable, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    show(shown)
+    return capsys.readouterr().out.splitlines()
+
+
+def _rounds_text(
+    plan: SimulationPlan,
+    name: str,
+    rounds: Sequence[Round],
+    capsys: pytest.CaptureFixture[str],
+) -> list[str]:
+    return _shown(simulation_rounds(plan, name, rounds), capsys)
 
 
 @dataclass
@@ -197,7 +216,7 @@ def test_changes_keep_command_line_order_and_a_comma_list_is_one_round() -> None
             joining=(MemberSpec("C2", frozenset({"Order"})), MemberSpec("C5", frozenset({"Order"})))
         ),
     )
-    assert [change.describe() for change in plan.changes] == [
+    assert [describe_change(change) for change in plan.changes] == [
         "C2, C3 leave",
         "C4 joins",
         "C2, C5 join",
@@ -368,10 +387,10 @@ def test_an_inconsistent_strategy_answer_is_an_error() -> None:
 # --- rendering -------------------------------------------------------------------------------
 
 
-def test_render_marks_moved_partitions_and_counts() -> None:
+def test_render_marks_moved_partitions_and_counts(capsys: pytest.CaptureFixture[str]) -> None:
     """The table has one row per member with its partitions and count; moves are starred."""
-    text = render_rounds(SEED_002, "range", simulate(SEED_002, get_strategy("range")))
-    assert text.splitlines()[:8] == [
+    lines = _rounds_text(SEED_002, "range", simulate(SEED_002, get_strategy("range")), capsys)
+    assert lines[:8] == [
         "strategy range; topics Order:7 Stock:5",
         "* = moved: the owner changed since the previous round",
         "",
@@ -381,7 +400,7 @@ def test_render_marks_moved_partitions_and_counts() -> None:
         "C2      Order-3 Order-4 Stock-2 Stock-3              4",
         "C3      Order-5 Order-6 Stock-4                      3",
     ]
-    assert text.splitlines()[10:] == [
+    assert lines[10:] == [
         "round 2 (generation 2): C3 leaves",
         "member  partitions                                                 count",
         "C1      Order-0 Order-1 Order-2 Order-3* Stock-0 Stock-1 Stock-2*      7",
@@ -391,10 +410,12 @@ def test_render_marks_moved_partitions_and_counts() -> None:
     ]
 
 
-def test_render_shows_each_rebalance_and_what_was_withheld() -> None:
+def test_render_shows_each_rebalance_and_what_was_withheld(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A round of several rebalances prints each one and the partitions it withheld."""
     plan = plan_simulation("Order:6", "C1,C2", [("add", "C3")])
-    lines = render_rounds(plan, "coop", simulate(plan, _CooperativeRoundRobin())).splitlines()
+    lines = _rounds_text(plan, "coop", simulate(plan, _CooperativeRoundRobin()), capsys)
     start = lines.index("round 2 (generations 2-3, 2 rebalances): C3 joins")
     assert lines[start + 1 :] == [
         "rebalance 1 (generation 2)",
@@ -413,17 +434,17 @@ def test_render_shows_each_rebalance_and_what_was_withheld() -> None:
     ]
 
 
-def test_render_shows_subscriptions_when_they_differ() -> None:
+def test_render_shows_subscriptions_when_they_differ(capsys: pytest.CaptureFixture[str]) -> None:
     """Unequal subscriptions add a 'subscribes' column."""
     plan = plan_simulation("Order:2,Stock:1", "C1=Order,C2")
-    text = render_rounds(plan, "range", simulate(plan, get_strategy("range")))
-    assert "C1      Order        Order-0              1" in text.splitlines()
+    lines = _rounds_text(plan, "range", simulate(plan, get_strategy("range")), capsys)
+    assert "C1      Order        Order-0              1" in lines
 
 
-def test_comparison_has_a_row_per_strategy_and_round() -> None:
+def test_comparison_has_a_row_per_strategy_and_round(capsys: pytest.CaptureFixture[str]) -> None:
     """--compare shows per strategy the member counts, balance, moves and taken per round."""
     results = {name: simulate(SEED_002, get_strategy(name)) for name in ("roundrobin", "range")}
-    lines = render_comparison(SEED_002, results).splitlines()
+    lines = _shown(simulation_comparison(SEED_002, results), capsys)
     assert lines[3:] == [
         "round 1: members C1, C2, C3",
         "strategy    C1  C2  C3  balance  moves  taken  rebalances",
@@ -437,13 +458,15 @@ def test_comparison_has_a_row_per_strategy_and_round() -> None:
     ]
 
 
-def test_output_does_not_depend_on_the_order_members_are_given() -> None:
+def test_output_does_not_depend_on_the_order_members_are_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Members are shown in Kafka's order whatever order the command line used."""
     shuffled = plan_simulation("Order:7,Stock:5", "C3,C1,C2", C3_LEAVES)
     for name in strategy_names():
         strategy = get_strategy(name)
-        assert render_rounds(shuffled, name, simulate(shuffled, strategy)) == render_rounds(
-            SEED_002, name, simulate(SEED_002, strategy)
+        assert _rounds_text(shuffled, name, simulate(shuffled, strategy), capsys) == (
+            _rounds_text(SEED_002, name, simulate(SEED_002, strategy), capsys)
         )
 
 
@@ -455,6 +478,26 @@ def test_members_are_listed_in_kafka_order_and_node_ids_by_number() -> None:
     nodes = plan_simulation("t:3", "10,2,1")
     [round_] = simulate(nodes, get_strategy("modulo"))
     assert list(round_.assignment) == ["1", "2", "10"]
+
+
+def test_mixed_ids_follow_kafka_order_not_numbers_first() -> None:
+    """If any id is not a number, every id sorts as a Java string: "10" before "2" before "C1"."""
+    [round_] = simulate(plan_simulation("t:3", "C1,2,10"), get_strategy("range"))
+    assert [member.id for member in round_.members] == ["10", "2", "C1"]
+    assert list(round_.assignment) == ["10", "2", "C1"]
+
+
+def test_ids_that_look_like_markup_are_shown_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A member id such as "[bold]C1" is printed literally, never read as rich markup."""
+    plan = plan_simulation("t:2", "[bold]C1,C2")
+    lines = _rounds_text(plan, "range", simulate(plan, get_strategy("range")), capsys)
+    assert lines[3:6] == [
+        "member    partitions  count",
+        "C2        t-0             1",
+        "[bold]C1  t-1             1",
+    ]
 
 
 def test_json_has_every_round_and_the_move_counts() -> None:

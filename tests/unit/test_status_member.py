@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from client_balance import ClientBalanceSettings, KafkaClientError, TopicPartition
-from client_balance.status import GroupState, MemberReport, StatusMember, _member
+from client_balance.membership import GroupState, MemberReport, StatusMember, _member
 
 
 class FakeWriter:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from client_balance.keys import TopicPartition
-from client_balance.status import (
+from client_balance.membership import (
     GroupState,
     HeldPartition,
     MemberReport,

@@ -106,6 +106,8 @@ class MemberReport:
     join_offset: int | None = None
     """Offset of the member's first report (None in that report itself): who came first."""
     fenced: bool = False
+    mode: str = "node"
+    """The member's group mode (``node``, ``manual``, ``elastic``)."""
 
     def encode(self) -> bytes:
         """The record value."""
@@ -117,6 +119,10 @@ class MemberReport:
         data: dict[str, Any] = json.loads(raw)
         data["topics"] = tuple(data["topics"])
         data["held"] = {key: HeldPartition(**value) for key, value in data["held"].items()}
+        # Reports written before modes were explicit: a positive source_count was a node, -1
+        # an elastic member, 0 the application's own.
+        count = data["source_count"]
+        data.setdefault("mode", "node" if count > 0 else "elastic" if count < 0 else "manual")
         return cls(**data)
 
     def held_partitions(self) -> set[TopicPartition]:

@@ -4,14 +4,14 @@ Internal: the consumer uses :class:`StatusMember`; operators see the same record
 :class:`client_balance.admin.GroupView`. See ``docs/operations.md``.
 """
 
-from client_balance.status._log import (
+from client_balance.membership._log import (
     StatusReader,
     StatusWriter,
     ensure_status_topic,
     status_partition,
 )
-from client_balance.status._member import StatusMember
-from client_balance.status._state import (
+from client_balance.membership._member import StatusMember
+from client_balance.membership._records import (
     Claim,
     GroupState,
     HeldPartition,

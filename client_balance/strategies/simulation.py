@@ -1,13 +1,10 @@
-"""``client-balance simulate``: the seed documents' assignment tables, computed by the strategies.
+"""Simulated group rebalances: the assignment tables a strategy gives, round by round.
 
-Three separate steps, so tests can check the numbers without reading text:
-
-1. parse: :func:`plan_simulation` turns the command line's strings into a :class:`SimulationPlan`
-   and raises :class:`ConfigError` naming the bad value and what is allowed;
-2. compute: :func:`simulate` runs a plan with one strategy and returns its :class:`Round` records;
-3. render: :func:`render_rounds`, :func:`render_comparison` and :func:`simulation_to_json`.
-
-The rules the rounds follow are :data:`DEFINITIONS`; the command's help prints them too.
+Pure data in and out, so tests check the numbers without reading text, and the
+``client-balance simulate`` command only renders them: :func:`plan_simulation` checks the
+command line's strings and returns a :class:`SimulationPlan` (a bad value raises
+:class:`ConfigError` naming it and what is allowed); :func:`simulate` runs a plan with one
+strategy and returns its :class:`Round` records.
 """
 
 from __future__ import annotations
@@ -15,17 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from client_balance.errors import ClientBalanceError, ConfigError
 from client_balance.keys import TopicPartition, check_topic_name
-from client_balance.strategies import Member, Strategy
+from client_balance.strategies._base import Member, Strategy
+from client_balance.strategies._nodes import node_order
 
 __all__ = [
-    "DEFINITIONS",
     "MAX_PARTITIONS_PER_TOPIC",
     "MAX_REBALANCES_PER_ROUND",
-    "MOVED_MARK",
     "ChangeKind",
     "MemberSpec",
     "MembershipChange",
@@ -37,10 +33,7 @@ __all__ = [
     "parse_members",
     "parse_topics",
     "plan_simulation",
-    "render_comparison",
-    "render_rounds",
     "simulate",
-    "simulation_to_json",
 ]
 
 MAX_REBALANCES_PER_ROUND: Final = 10
@@ -49,32 +42,10 @@ MAX_REBALANCES_PER_ROUND: Final = 10
 MAX_PARTITIONS_PER_TOPIC: Final = 100_000
 """Larger counts are refused: a mistyped digit should fail at once, not fill memory."""
 
-MOVED_MARK: Final = "*"
-"""Suffix of a partition whose owner changed since the previous round."""
-
 ChangeKind = Literal["add", "remove"]
 """``--then-add`` or ``--then-remove``."""
 
-DEFINITIONS: Final = f"""\
-How the rounds are computed:
-  round 1       the --members start with nothing owned; its assignment is generation 1.
-  later rounds  each --then-remove/--then-add option is one more round, in the order given;
-                a comma list changes those members together in that round. Members that
-                stay report owned = their assignment from the previous round and the
-                generation it was made in; joining members own nothing (generation -1).
-  rebalances    if the assignment leaves a subscribed partition unassigned (cooperative-sticky
-                withholds partitions that change owner), the round rebalances again with
-                owned = that result and the next generation, as Kafka's consumer rejoins,
-                until nothing is withheld. A round still withholding partitions after
-                {MAX_REBALANCES_PER_ROUND} rebalances is an error.
-  moves         partitions whose owner at the end of a round differs from their owner at the
-                end of the previous round (marked *). A partition freed by a leaving member
-                counts once a remaining member gets it; one that had no owner before (a
-                topic nobody subscribed) or has none now is not a move. "taken" counts the
-                moves whose previous owner is still a member: 0 for the sticky strategies
-                when members with equal subscriptions only leave.
-  balance       the largest minus the smallest partition count of the round's members."""
-
+_Owned = Mapping[str, Sequence[TopicPartition]]
 _COUNT = re.compile(r"[0-9]+")
 _TOPICS_EXAMPLE = "--topics Order:7,Stock:5"
 _MEMBERS_EXAMPLE = "C1,C2=Order,C3=Order+Stock (no '=' subscribes every topic)"
@@ -99,17 +70,6 @@ class MembershipChange:
     leaving: tuple[str, ...] = ()
     joining: tuple[MemberSpec, ...] = ()
 
-    def describe(self) -> str:
-        """``"C3 leaves"``, ``"C4, C5 join"``, or both joined by ``"; "``."""
-        parts = []
-        if self.leaving:
-            verb = "leaves" if len(self.leaving) == 1 else "leave"
-            parts.append(f"{', '.join(self.leaving)} {verb}")
-        if self.joining:
-            verb = "joins" if len(self.joining) == 1 else "join"
-            parts.append(f"{', '.join(member.id for member in self.joining)} {verb}")
-        return "; ".join(parts)
-
 
 @dataclass(frozen=True, slots=True)
 class SimulationPlan:
@@ -133,8 +93,8 @@ class Rebalance:
 class Round:
     """One membership step: its members, its rebalances and what moved since the round before.
 
-    ``members`` and the keys of every assignment are in Kafka's member order; partitions are
-    sorted by (topic, partition).
+    ``members`` and the keys of every assignment are in node order (numeric ids by number,
+    other ids in Kafka's member order); partitions are sorted by (topic, partition).
     """
 
     number: int
@@ -166,17 +126,9 @@ def format_partition(partition: TopicPartition) -> str:
     return f"{partition.topic}-{partition.partition}"
 
 
-def _member_order(member_id: str) -> tuple[int, int, bytes]:
-    # Node ids ("0", "1", ... "10") read best in numeric order, as node mode numbers them; other
-    # ids follow Kafka's member order, Java string order (UTF-16 code units): C10 before C2.
-    java_order = member_id.encode("utf-16-be")
-    if _COUNT.fullmatch(member_id):
-        return (0, int(member_id), java_order)
-    return (1, 0, java_order)
-
-
 def _in_member_order(members: Iterable[MemberSpec]) -> list[MemberSpec]:
-    return sorted(members, key=lambda member: _member_order(member.id))
+    by_id = {member.id: member for member in members}
+    return [by_id[member_id] for member_id in node_order(by_id)]
 
 
 def _entries(text: str, option: str, example: str) -> list[str]:
@@ -305,26 +257,18 @@ def plan_simulation(
     """
     topic_counts = parse_topics(topics)
     first = parse_members(members, topic_counts)
-    present = sorted((member.id for member in first), key=_member_order)
+    present = node_order(member.id for member in first)
     planned: list[MembershipChange] = []
     for number, (kind, text) in enumerate(changes, start=2):
         change = _parse_change(kind, text, topic_counts, present, number)
-        present = sorted(
-            [
-                *(member_id for member_id in present if member_id not in change.leaving),
-                *(member.id for member in change.joining),
-            ],
-            key=_member_order,
-        )
+        staying = (member_id for member_id in present if member_id not in change.leaving)
+        present = node_order([*staying, *(member.id for member in change.joining)])
         planned.append(change)
     return SimulationPlan(topic_counts, first, tuple(planned))
 
 
 def _checked_assignment(
-    strategy: Strategy,
-    topics: Mapping[str, int],
-    members: Sequence[MemberSpec],
-    answer: Mapping[str, Sequence[TopicPartition]],
+    strategy: Strategy, topics: Mapping[str, int], members: Sequence[MemberSpec], answer: _Owned
 ) -> dict[str, tuple[TopicPartition, ...]]:
     # A strategy under construction can answer nonsense; a table built on it would mislead.
     owners: dict[TopicPartition, str] = {}
@@ -347,7 +291,7 @@ def _checked_assignment(
                 )
             owners[partition] = member.id
         assignment[member.id] = partitions
-    strangers = sorted(set(answer) - set(assignment), key=_member_order)
+    strangers = node_order(set(answer) - set(assignment))
     if strangers:
         raise SimulationError(
             f"strategy {strategy.name!r} assigned partitions to {', '.join(strangers)}, "
@@ -357,9 +301,7 @@ def _checked_assignment(
 
 
 def _unassigned(
-    topics: Mapping[str, int],
-    members: Sequence[MemberSpec],
-    assignment: Mapping[str, Sequence[TopicPartition]],
+    topics: Mapping[str, int], members: Sequence[MemberSpec], assignment: _Owned
 ) -> tuple[TopicPartition, ...]:
     subscribed = sorted({topic for member in members for topic in member.topics})
     assigned = {partition for parts in assignment.values() for partition in parts}
@@ -371,7 +313,7 @@ def _unassigned(
     )
 
 
-def _owners(assignment: Mapping[str, Sequence[TopicPartition]]) -> dict[TopicPartition, str]:
+def _owners(assignment: _Owned) -> dict[TopicPartition, str]:
     return {partition: member for member, parts in assignment.items() for partition in parts}
 
 
@@ -413,7 +355,13 @@ def _rebalance_until_settled(
 
 
 def simulate(plan: SimulationPlan, strategy: Strategy) -> tuple[Round, ...]:
-    """Run every round of ``plan`` with ``strategy`` (rules: :data:`DEFINITIONS`)."""
+    """Run every round of ``plan`` with ``strategy``.
+
+    Members that stay report the previous round's partitions and generation as owned; joiners
+    own nothing (generation -1). A round whose answer leaves a subscribed partition unassigned
+    rebalances again, as Kafka's consumer rejoins, at most :data:`MAX_REBALANCES_PER_ROUND`
+    times. ``client-balance simulate --help`` states the rules in full.
+    """
     rounds: list[Round] = []
     members = _in_member_order(plan.members)
     previous: Mapping[str, tuple[TopicPartition, ...]] = {}
@@ -439,177 +387,3 @@ def simulate(plan: SimulationPlan, strategy: Strategy) -> tuple[Round, ...]:
         rounds.append(Round(number, change, tuple(members), tuple(rebalances), moved, taken))
         previous = rebalances[-1].assignment
     return tuple(rounds)
-
-
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], right_aligned_from: int
-) -> list[str]:
-    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(len(header))]
-    return [
-        "  ".join(
-            cell.rjust(width) if column >= right_aligned_from else cell.ljust(width)
-            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in (header, *rows)
-    ]
-
-
-def _topics_line(topics: Mapping[str, int]) -> str:
-    return " ".join(f"{topic}:{count}" for topic, count in topics.items())
-
-
-def _assignment_table(
-    topics: Mapping[str, int],
-    members: Sequence[MemberSpec],
-    assignment: Mapping[str, Sequence[TopicPartition]],
-    moved: frozenset[TopicPartition],
-) -> list[str]:
-    unequal = any(member.topics != frozenset(topics) for member in members)
-    header = ["member", *(["subscribes"] if unequal else []), "partitions", "count"]
-    rows = []
-    for member in members:
-        parts = assignment[member.id]
-        cells = [
-            format_partition(partition) + (MOVED_MARK if partition in moved else "")
-            for partition in parts
-        ]
-        subscribes = ["+".join(sorted(member.topics))] if unequal else []
-        rows.append([member.id, *subscribes, " ".join(cells) or "-", str(len(parts))])
-    return _table(header, rows, right_aligned_from=len(header) - 1)
-
-
-def _round_change(round_: Round) -> str:
-    if round_.change is None:
-        return "members " + ", ".join(member.id for member in round_.members)
-    return round_.change.describe()
-
-
-def _round_title(round_: Round) -> str:
-    what = _round_change(round_)
-    generations = [rebalance.generation for rebalance in round_.rebalances]
-    if len(generations) == 1:
-        return f"round {round_.number} (generation {generations[0]}): {what}"
-    return (
-        f"round {round_.number} (generations {generations[0]}-{generations[-1]}, "
-        f"{len(generations)} rebalances): {what}"
-    )
-
-
-def _moves_line(round_: Round) -> str:
-    taken = len(round_.taken_from_survivors)
-    freed = len(round_.moved) - taken
-    return (
-        f"moves {len(round_.moved)}: {taken} taken from members that stayed, "
-        f"{freed} freed by members that left"
-    )
-
-
-def render_rounds(plan: SimulationPlan, strategy_name: str, rounds: Sequence[Round]) -> str:
-    """The assignment table of every round, moved partitions marked, for one strategy."""
-    lines = [f"strategy {strategy_name}; topics {_topics_line(plan.topics)}"]
-    if len(rounds) > 1:
-        lines.append(f"{MOVED_MARK} = moved: the owner changed since the previous round")
-    for round_ in rounds:
-        moved = frozenset(round_.moved)
-        lines += ["", _round_title(round_)]
-        for index, rebalance in enumerate(round_.rebalances, start=1):
-            if len(round_.rebalances) > 1:
-                lines.append(f"rebalance {index} (generation {rebalance.generation})")
-            lines += _assignment_table(plan.topics, round_.members, rebalance.assignment, moved)
-            if rebalance.withheld:
-                lines.append(
-                    "withheld until the next rebalance: "
-                    + " ".join(map(format_partition, rebalance.withheld))
-                )
-        counts = round_.counts.values()
-        lines.append(f"balance {round_.balance} (counts {min(counts)} to {max(counts)})")
-        if round_.number > 1:
-            lines.append(_moves_line(round_))
-    return "\n".join(lines)
-
-
-def render_comparison(plan: SimulationPlan, results: Mapping[str, Sequence[Round]]) -> str:
-    """Per round, one row per strategy: member counts, balance, moves, taken, rebalances."""
-    names = sorted(results)
-    lines = [
-        f"topics {_topics_line(plan.topics)}; strategies {', '.join(names)}",
-        "counts per member; balance = max - min; moves = partitions whose owner changed; "
-        "taken = moves from members that stayed",
-    ]
-    for index, round_ in enumerate(results[names[0]] if names else ()):
-        lines += ["", f"round {round_.number}: {_round_change(round_)}"]
-        member_ids = [member.id for member in round_.members]
-        header = ["strategy", *member_ids, "balance", "moves", "taken", "rebalances"]
-        rows = []
-        for name in names:
-            this = results[name][index]
-            first = this.number == 1
-            rows.append(
-                [
-                    name,
-                    *(str(this.counts[member_id]) for member_id in member_ids),
-                    str(this.balance),
-                    "-" if first else str(len(this.moved)),
-                    "-" if first else str(len(this.taken_from_survivors)),
-                    str(len(this.rebalances)),
-                ]
-            )
-        lines += _table(header, rows, right_aligned_from=1)
-    return "\n".join(lines)
-
-
-def _partitions_json(partitions: Sequence[TopicPartition]) -> list[str]:
-    return [format_partition(partition) for partition in partitions]
-
-
-def _assignment_json(assignment: Mapping[str, Sequence[TopicPartition]]) -> dict[str, list[str]]:
-    return {member: _partitions_json(parts) for member, parts in assignment.items()}
-
-
-def _member_json(member: MemberSpec) -> dict[str, Any]:
-    return {"id": member.id, "topics": sorted(member.topics)}
-
-
-def _change_json(change: MembershipChange | None) -> dict[str, Any] | None:
-    if change is None:
-        return None
-    return {
-        "leaving": list(change.leaving),
-        "joining": [_member_json(member) for member in change.joining],
-    }
-
-
-def _round_json(round_: Round) -> dict[str, Any]:
-    return {
-        "round": round_.number,
-        "change": _change_json(round_.change),
-        "members": [_member_json(member) for member in round_.members],
-        "rebalances": [
-            {
-                "generation": rebalance.generation,
-                "assignment": _assignment_json(rebalance.assignment),
-                "withheld": _partitions_json(rebalance.withheld),
-            }
-            for rebalance in round_.rebalances
-        ],
-        "assignment": _assignment_json(round_.assignment),
-        "counts": round_.counts,
-        "balance": round_.balance,
-        "moves": len(round_.moved),
-        "moved": _partitions_json(round_.moved),
-        "taken_from_survivors": len(round_.taken_from_survivors),
-        "taken": _partitions_json(round_.taken_from_survivors),
-    }
-
-
-def simulation_to_json(
-    plan: SimulationPlan, results: Mapping[str, Sequence[Round]]
-) -> dict[str, Any]:
-    """Plain data for ``json.dumps``: the plan and, per strategy (sorted), every round."""
-    return {
-        "topics": dict(plan.topics),
-        "members": [_member_json(member) for member in plan.members],
-        "strategies": {
-            name: [_round_json(round_) for round_ in results[name]] for name in sorted(results)
-        },
-    }

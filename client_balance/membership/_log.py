@@ -13,27 +13,27 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 
-import structlog
-from confluent_kafka import (
+from client_balance._kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
-    Consumer,
     KafkaException,
-    Producer,
+    ensure_topic,
+    from_kafka_exception,
+    kafka_tp,
+    producer_client,
+    reader_client,
+    timed_out,
+    wait_until,
 )
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]  # re-exported without __all__
-from confluent_kafka.cimpl import NewTopic
-
-from client_balance._kafka_errors import from_kafka_exception
+from client_balance._logging import get_logger
 from client_balance.errors import ConfigError, KafkaClientError
+from client_balance.keys import TopicPartition
+from client_balance.membership._records import GroupState
 from client_balance.settings import KafkaValue
-from client_balance.status._state import GroupState
 
 __all__ = ["StatusReader", "StatusWriter", "ensure_status_topic", "status_partition"]
 
-_log = structlog.get_logger("client_balance.status")
+_log = get_logger("membership")
 
-_TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
 _READ_WAIT_S = 0.1
 _TOPIC_CONFIG = {
     "cleanup.policy": "compact",
@@ -62,57 +62,12 @@ def ensure_status_topic(
     Raises :class:`ConfigError` when it exists but is not compacted or does not stamp
     log-append time: claims would then be lost to retention, or judged by each host's clock.
     """
-    admin = AdminClient(
-        {**kafka, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False}
+    count, config = ensure_topic(
+        bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s
     )
-    try:
-        metadata = admin.list_topics(topic, timeout=timeout_s)
-        found = metadata.topics.get(topic)
-        if found is None or found.error is not None or not found.partitions:
-            _create(admin, topic, timeout_s)
-            return _wait_for_partitions(admin, topic, timeout_s)
-        _check_config(admin, topic, timeout_s)
-        return len(found.partitions)
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"preparing the status topic {topic!r}") from error
-
-
-def _create(admin: AdminClient, topic: str, timeout_s: float) -> None:
-    new = NewTopic(topic, num_partitions=1, replication_factor=-1, config=_TOPIC_CONFIG)
-    future = admin.create_topics([new], request_timeout=timeout_s)[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as error:
-        if error.args[0].code() != _TOPIC_EXISTS:  # another member created it meanwhile
-            raise
-
-
-def _wait_for_partitions(admin: AdminClient, topic: str, timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if (
-            found is not None
-            and found.partitions
-            and all(p.leader >= 0 for p in found.partitions.values())
-        ):
-            return len(found.partitions)
-        if time.monotonic() > deadline:
-            raise KafkaClientError(
-                f"the status topic {topic!r} has no leader after {timeout_s} s",
-                kafka_code=-185,
-                kafka_name="_TIMED_OUT",
-            )
-        time.sleep(0.05)
-
-
-def _check_config(admin: AdminClient, topic: str, timeout_s: float) -> None:
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-    entries = configs.result(timeout=timeout_s)
-    policy = entries["cleanup.policy"].value if "cleanup.policy" in entries else "delete"
-    stamp = entries["message.timestamp.type"].value if "message.timestamp.type" in entries else ""
-    if "compact" not in (policy or "").split(","):
+    policy = config.get("cleanup.policy", "delete")
+    stamp = config.get("message.timestamp.type", "")
+    if "compact" not in policy.split(","):
         raise ConfigError(
             f"status topic {topic!r} has cleanup.policy={policy}; it must be compacted "
             "(cleanup.policy=compact), or claims and reports are deleted by retention. Fix it "
@@ -124,6 +79,7 @@ def _check_config(admin: AdminClient, topic: str, timeout_s: float) -> None:
             "LogAppendTime so that leases run on the broker's clock, not each host's. Fix it "
             "with kafka-configs.sh, or set status_topic to another name"
         )
+    return count
 
 
 class StatusWriter:
@@ -139,16 +95,16 @@ class StatusWriter:
         timeout_s: float,
     ) -> None:
         self._topic, self._partition, self._timeout_s = topic, partition, timeout_s
-        self._producer = Producer(
+        self._producer = producer_client(
+            bootstrap_servers,
+            kafka,
             {
-                **kafka,
-                "bootstrap.servers": bootstrap_servers,
                 "acks": "all",
                 # No idempotence: acquiring a producer id cost 0.5 s of every start, and a
                 # record written twice by a retry changes nothing (same key, same meaning).
                 "linger.ms": 0,
                 "message.timeout.ms": int(timeout_s * 1000),
-            }
+            },
         )
         self._lock = threading.Lock()
         # Fetch the topic's metadata now, while the reader starts: the first write would
@@ -183,11 +139,8 @@ class StatusWriter:
                 count += 1
             left = self._producer.flush(self._timeout_s)
         if left or len(results) < count:
-            raise KafkaClientError(
-                f"the status topic {self._topic!r} did not take {count} records within "
-                f"{self._timeout_s} s",
-                kafka_code=-185,
-                kafka_name="_TIMED_OUT",
+            raise timed_out(
+                f"writing {count} records to the status topic {self._topic!r}", self._timeout_s
             )
         answers = []
         for index in range(count):
@@ -224,22 +177,20 @@ class StatusReader:
         )
         """Every record read as (key, value, offset, broker ms), when ``keep_records``."""
         self._on_change = on_change
-        self._consumer = Consumer(
+        self._consumer = reader_client(
             {
                 **kafka,
                 "bootstrap.servers": bootstrap_servers,
                 "group.id": f"__client_balance_status_reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
                 "fetch.queue.backoff.ms": 10,
-                "auto.offset.reset": "earliest",
             }
         )
         # An absolute start offset: librdkafka resolves OFFSET_BEGINNING with a delay of about
         # 0.5 s, which every start() of a member would wait for. Compaction keeps offsets, so
         # the log starts at 0 unless records were deleted; then "earliest" takes over.
-        self._partition = KafkaTopicPartition(topic, partition)
-        self._consumer.assign([KafkaTopicPartition(topic, partition, 0)])
+        self._partition = TopicPartition(topic, partition)
+        self._consumer.assign([kafka_tp(self._partition, 0)])
         self._lock = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -292,19 +243,20 @@ class StatusReader:
         Up to the high watermark taken first, not to an end-of-partition event: while members
         keep writing, a reader may never see the log stand still at its end.
         """
-        deadline = time.monotonic() + timeout_s
         try:
-            _, end = self._consumer.get_watermark_offsets(self._partition, timeout=timeout_s)
+            _, end = self._consumer.get_watermark_offsets(
+                kafka_tp(self._partition), timeout=timeout_s
+            )
         except KafkaException as error:
             raise from_kafka_exception(error, "reading the status topic") from error
-        while self.state.position < end:
-            if time.monotonic() > deadline:
-                raise KafkaClientError(
-                    f"could not read the status topic to its end within {timeout_s} s",
-                    kafka_code=-185,
-                    kafka_name="_TIMED_OUT",
-                )
-            self._read_once()
+
+        def read_reaches_end() -> bool:
+            if self.state.position < end:
+                self._read_once()
+            return self.state.position >= end
+
+        if not wait_until(read_reaches_end, timeout_s=timeout_s, interval_s=0.0):
+            raise timed_out("reading the status topic to its end", timeout_s)
 
     @property
     def lock(self) -> threading.Condition:

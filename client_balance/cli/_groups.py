@@ -10,22 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 from client_balance import admin
+from client_balance.cli import _render
+from client_balance.cli._broker import running_broker_address
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["GROUP_COMMANDS", "add_group_parsers", "render_view"]
+__all__ = ["COMMANDS", "add_parsers"]
 
 
-def add_group_parsers(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    bootstrap_default: Callable[[], str | None],
-) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the operator commands to the ``client-balance`` parser."""
 
     def common(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +33,6 @@ def add_group_parsers(
             "started with 'client-balance broker start')",
         )
         parser.add_argument("--status-topic", default=None, help="status topic, if not default")
-        parser.set_defaults(bootstrap_default=bootstrap_default)
 
     status = commands.add_parser("status", help="members, partitions and lag of a group")
     status.add_argument("--group", required=True)
@@ -68,7 +64,7 @@ def _settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
     servers = (
         args.bootstrap_servers
         or os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
-        or args.bootstrap_default()
+        or running_broker_address()
     )
     if not servers:
         raise ConfigError(
@@ -81,91 +77,42 @@ def _settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
     return ClientBalanceSettings(**values)
 
 
-def render_view(view: admin.GroupView) -> str:
-    """The group view as two tables and a summary line."""
-    live = view.live_members
-    lines = [
-        f"group {view.group}: {len(live)} live member(s), {len(view.partitions)} partition(s), "
-        f"{len(view.orphaned)} orphaned, total lag {view.total_lag}"
-    ]
-    member_rows = [
-        [
-            "node" if m.source_count > 0 else "elastic" if m.source_count < 0 else "manual",
-            str(m.node_id) if m.source_count > 0 else "-",
-            f"{m.host}:{m.pid}",
-            "live" if m.live else "dead" if not m.fenced else "fenced",
-            f"{m.last_seen_s:g}s",
-            str(len(m.holds)),
-            "-" if m.lag is None else str(m.lag),
-            m.consumer_id,
-        ]
-        for m in view.members
-    ]
-    lines += [
-        "",
-        *_table(
-            ["MODE", "NODE", "HOST:PID", "STATE", "SEEN", "HOLDS", "LAG", "MEMBER"], member_rows
-        ),
-    ]
-    partition_rows = [
-        [
-            f"{p.topic}:{p.partition}",
-            p.holder or "(orphaned)",
-            "-" if p.committed is None else str(p.committed),
-            "-" if p.high is None else str(p.high),
-            "-" if p.lag is None else str(p.lag),
-        ]
-        for p in view.partitions
-    ]
-    lines += ["", *_table(["PARTITION", "HOLDER", "COMMITTED", "HIGH", "LAG"], partition_rows)]
-    if view.conflicts:
-        lines += ["", "CONFLICTS:", *(f"  {conflict}" for conflict in view.conflicts)]
-    return "\n".join(lines)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-
-
 def _status(args: argparse.Namespace) -> int:
     settings = _settings(args, args.group)
-    while True:
+
+    def frame() -> _render.Renderable:
         view = admin.GroupView.load(settings, args.group)
-        text = json.dumps(view.to_dict(), indent=2) if args.json else render_view(view)
-        if args.watch:
-            print("\033[2J\033[H" + time.strftime("%H:%M:%S") + "\n" + text, flush=True)
-            time.sleep(args.watch)
-            continue
-        print(text)
-        return 0
+        return json.dumps(view.to_dict(), indent=2) if args.json else _render.group_view(view)
+
+    if args.watch:
+        _render.watch(frame, args.watch)
+    _render.show(frame())
+    return _render.EXIT_OK
 
 
 def _groups(args: argparse.Namespace) -> int:
     settings = _settings(args, "__client_balance_cli")
     groups = admin.list_groups(settings)
     if args.json:
-        print(json.dumps(groups, indent=2))
+        _render.out(json.dumps(groups, indent=2))
     elif not groups:
-        print(f"no client-balanced groups in {settings.status_topic}")
+        _render.out(f"no client-balanced groups in {settings.status_topic}")
     else:
-        print("\n".join(_table(["GROUP", "MEMBERS"], [[g, str(n)] for g, n in groups.items()])))
-    return 0
+        rows = [[group, str(members)] for group, members in groups.items()]
+        _render.show(_render.table(["GROUP", "MEMBERS"], rows))
+    return _render.EXIT_OK
 
 
 def _reset(args: argparse.Namespace) -> int:
     settings = _settings(args, args.group)
     done = admin.reset_offsets(settings, args.group, args.to, topics=tuple(args.topic))
     for key, offset in done.items():
-        print(f"{key} -> {offset}")
-    print(f"reset {len(done)} partition(s) of group {args.group}", file=sys.stderr)
-    return 0
+        _render.out(f"{key} -> {offset}")
+    _render.say(f"reset {len(done)} partition(s) of group {args.group}")
+    return _render.EXIT_OK
 
 
-GROUP_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _status,
     "groups": _groups,
     "reset-offsets": _reset,

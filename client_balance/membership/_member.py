@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-import structlog
-
+from client_balance._kafka import timed_out
+from client_balance._logging import get_logger
 from client_balance.errors import (
     ClientBalanceError,
     DuplicateNodeIdError,
@@ -26,18 +26,18 @@ from client_balance.errors import (
     KafkaClientError,
 )
 from client_balance.keys import TopicPartition
-from client_balance.settings import ClientBalanceSettings
-from client_balance.status._log import (
+from client_balance.membership._log import (
     StatusReader,
     StatusWriter,
     ensure_status_topic,
     status_partition,
 )
-from client_balance.status._state import MemberReport, claim_key, member_key
+from client_balance.membership._records import MemberReport, claim_key, member_key
+from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["StatusMember"]
 
-_log = structlog.get_logger("client_balance.status")
+_log = get_logger("membership")
 
 
 class StatusMember:
@@ -120,8 +120,13 @@ class StatusMember:
         return self._fenced
 
     # ------------------------------------------------------------------ group checks
-    def check_group(self, source_count: int, node_id: int) -> None:
-        """Raise 429/430 if a live member that joined before this one contradicts it."""
+    def check_group(self, source_count: int, node_id: int, mode: str) -> None:
+        """Raise 429/430 if a live member that joined before this one contradicts it.
+
+        429: a node-mode member meets an earlier member with another source count, or a member
+        of another mode next to node-mode members (the group's size is then not agreed). 430:
+        an earlier live node-mode member has the same node id.
+        """
         with self._reader.lock:
             state = self._reader.state
             mine = state.join_order(self._id)
@@ -130,9 +135,8 @@ class StatusMember:
                     continue
                 if _died_here(report):
                     continue  # a predecessor on this host that was killed: its lease will lapse
-                if report.source_count != source_count and (
-                    report.source_count > 0 or source_count > 0
-                ):
+                node_mode = "node" in (report.mode, mode)
+                if node_mode and (report.source_count, report.mode) != (source_count, mode):
                     raise InconsistentSourceCountError(
                         f"[Inconsistency subscribe] {self._id}'s source_count is inconsistent "
                         f"with other consumers in group {self._group!r}: required is "
@@ -140,7 +144,7 @@ class StatusMember:
                         ours=source_count,
                         group=report.source_count,
                     )
-                if source_count > 0 and report.node_id == node_id:
+                if mode == "node" and report.node_id == node_id:
                     raise DuplicateNodeIdError(
                         f"[Inconsistency subscribe] {self._id}'s node_id {node_id} is occupied "
                         f"by {other_id} in group {self._group!r}",
@@ -182,14 +186,14 @@ class StatusMember:
             return self._reader.state.live_holders()
 
     def elastic_members(self) -> dict[str, tuple[frozenset[str], set[TopicPartition]]]:
-        """Live elastic members (``source_count=-1``): id -> (topics, partitions held)."""
+        """Live elastic members (mode ``elastic``): id -> (topics, partitions held)."""
         with self._reader.lock:
             state = self._reader.state
             holders = state.live_holders()
             members = {
                 member_id: (frozenset(report.topics), set[TopicPartition]())
                 for member_id, report in state.live_reports().items()
-                if report.source_count < 0 and not report.fenced
+                if report.mode == "elastic" and not report.fenced
             }
         for partition, holder in holders.items():
             if holder in members:
@@ -241,11 +245,9 @@ class StatusMember:
 
     def _wait_applied(self, offset: int) -> None:
         if not self._reader.wait_applied(offset, self._settings.request_timeout_s):
-            raise KafkaClientError(
-                f"could not read back record {offset} of the status topic within "
-                f"{self._settings.request_timeout_s} s",
-                kafka_code=-185,
-                kafka_name="_TIMED_OUT",
+            raise timed_out(
+                f"reading back record {offset} of the status topic",
+                self._settings.request_timeout_s,
             )
 
     def claimed(self) -> set[TopicPartition]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from client_balance.keys import TopicPartition
 
 if TYPE_CHECKING:
-    from confluent_kafka import Message
+    from client_balance._kafka import Message
 else:
     Message = Any
 
@@ -27,8 +27,9 @@ class PartitionMeta:
     """One partition of the configured set, as the last metadata query saw it.
 
     ``subscribable`` is False when the partition has no leader or reports an error; ``leader``
-    is -1 then. ``high`` is the high watermark last seen for a partition this consumer holds;
-    ``low`` and ``high`` are None otherwise (a query per partition would cost a round trip).
+    is -1 then. ``low`` and ``high`` are None: the meta set asks for leaders only (a watermark
+    query per partition would cost a round trip); ``offset_infos()`` has the high watermark of
+    the partitions this consumer holds.
     """
 
     key: str
@@ -102,3 +103,5 @@ class NodeContext:
     node_id: int
     topics: tuple[str, ...]
     registered: frozenset[str]
+    mode: str = "node"
+    """The group mode: ``"node"``, ``"manual"`` or ``"elastic"``."""

@@ -1,4 +1,4 @@
-"""The operator's view of a client-balanced group, the offset reset, and group offset helpers.
+"""The operator's view of a client-balanced group, and the list of groups.
 
 :class:`GroupView` reads the group's records from the status topic once (the same records the
 members decide by), adds the group's committed offsets and the high watermarks from Kafka, and
@@ -17,22 +17,18 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-from client_balance._kafka_errors import from_kafka_exception
-from client_balance.errors import ConfigError
+from client_balance._kafka import partition_offsets
 from client_balance.keys import TopicPartition
-from client_balance.settings import ClientBalanceSettings, KafkaValue
-from client_balance.status import (
+from client_balance.membership import (
     GroupState,
     StatusReader,
     ensure_status_topic,
     parse_key,
     status_partition,
 )
+from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["GroupView", "MemberView", "PartitionView", "list_groups", "reset_offsets"]
+__all__ = ["GroupView", "MemberView", "PartitionView", "list_groups"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +40,8 @@ class MemberView:
     pid: int
     node_id: int
     source_count: int
+    mode: str
+    """Its group mode: ``node``, ``manual`` or ``elastic``."""
     topics: tuple[str, ...]
     strategy: str
     version: str
@@ -135,6 +133,7 @@ class GroupView:
                     pid=report.pid,
                     node_id=report.node_id,
                     source_count=report.source_count,
+                    mode=report.mode,
                     topics=report.topics,
                     strategy=report.strategy,
                     version=report.version,
@@ -181,17 +180,6 @@ def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -
     return reader.state
 
 
-def _offsets_client(settings: ClientBalanceSettings, group: str) -> Consumer:
-    return Consumer(
-        {
-            **settings.admin_config(),
-            "bootstrap.servers": settings.bootstrap_servers,
-            "group.id": group,
-            "enable.auto.commit": False,
-        }
-    )
-
-
 def _partitions(
     settings: ClientBalanceSettings,
     group: str,
@@ -212,12 +200,12 @@ def _partitions(
 def _conflicts(members: list[MemberView]) -> tuple[str, ...]:
     live = [m for m in members if m.live]
     found = []
-    counts = sorted({m.source_count for m in live if m.source_count > 0})
+    counts = sorted({m.source_count for m in live if m.mode == "node"})
     if len(counts) > 1:
         found.append(f"live members disagree on source_count: {counts}")
     by_node: dict[int, list[str]] = {}
     for member in live:
-        if member.source_count > 0:
+        if member.mode == "node":
             by_node.setdefault(member.node_id, []).append(member.consumer_id)
     found.extend(
         f"node_id {node} is held by {len(ids)} live members: {', '.join(ids)}"
@@ -254,153 +242,3 @@ def list_groups(settings: ClientBalanceSettings, *, timeout_s: float = 30.0) -> 
         for group, state in sorted(states.items())
         if state.members
     }
-
-
-def reset_offsets(
-    settings: ClientBalanceSettings,
-    group: str,
-    to: str,
-    *,
-    topics: tuple[str, ...] = (),
-    timeout_s: float = 30.0,
-) -> dict[str, int]:
-    """Commit ``group``'s offsets to ``earliest``, ``latest`` or a time (ms since the epoch).
-
-    Refuses while the group has live members, as TubeMQ's admin call and Kafka's tool do:
-    their next commit would undo the reset. ``topics`` default to those the members reported.
-    Returns ``topic:partition`` -> the offset committed.
-    """
-    stamp = _parse_reset_target(to)
-    view = GroupView.load(settings, group, timeout_s=timeout_s)
-    if view.live_members:
-        ids = ", ".join(m.consumer_id for m in view.live_members)
-        raise ConfigError(
-            f"group {group!r} has live members ({ids}); stop them first (their leases run "
-            f"out {settings.lease_timeout_s:g} s after they stop)"
-        )
-    chosen = topics or tuple(sorted({t for m in view.members for t in m.topics}))
-    if not chosen:
-        raise ConfigError(
-            f"group {group!r} has no member reports to take topics from; name them with --topic"
-        )
-    positions = _reset_positions(settings, group, chosen, to, stamp, timeout_s)
-    commit_offsets(
-        settings.bootstrap_servers, group, positions,
-        timeout_s=timeout_s, kafka=settings.admin_config(),
-    )  # fmt: skip
-    return {f"{tp.topic}:{tp.partition}": offset for tp, offset in sorted(positions.items())}
-
-
-def _parse_reset_target(to: str) -> int | None:
-    if to in {"earliest", "latest"}:
-        return None
-    try:
-        return int(to)
-    except ValueError:
-        raise ConfigError(
-            f"--to {to!r} is not allowed; use earliest, latest or a time in milliseconds since "
-            "the epoch"
-        ) from None
-
-
-def _reset_positions(  # noqa: PLR0917 - private; the reset's inputs, in its order
-    settings: ClientBalanceSettings,
-    group: str,
-    topics: tuple[str, ...],
-    to: str,
-    stamp: int | None,
-    timeout_s: float,
-) -> dict[TopicPartition, int]:
-    ranges = partition_offsets(
-        settings.bootstrap_servers, group, list(topics),
-        timeout_s=timeout_s, kafka=settings.admin_config(),
-    )  # fmt: skip
-    if stamp is None:
-        return {tp: low if to == "earliest" else high for tp, (low, high, _) in ranges.items()}
-    client = _offsets_client(settings, group)
-    try:
-        found = client.offsets_for_times(
-            [KafkaTopicPartition(tp.topic, tp.partition, stamp) for tp in ranges],
-            timeout=timeout_s,
-        )
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"resetting offsets of group {group!r}") from error
-    finally:
-        client.close()
-    at = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in found}
-    # Nothing at or after the time: the end.
-    return {tp: at[tp] if at.get(tp, -1) >= 0 else high for tp, (_, high, _) in ranges.items()}
-
-
-def partition_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    topics: list[str],
-    *,
-    timeout_s: float = 30.0,
-    kafka: Mapping[str, KafkaValue] | None = None,
-    skip_missing: bool = False,
-) -> dict[TopicPartition, tuple[int, int, int | None]]:
-    """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
-
-    Raises :class:`ConfigError` naming a topic that does not exist, unless ``skip_missing``.
-    """
-    client = Consumer({
-        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    try:
-        metadata = client.list_topics(timeout=timeout_s)
-        wanted = []
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                if skip_missing:
-                    continue
-                raise ConfigError(f"topic {topic!r} does not exist")
-            wanted += [KafkaTopicPartition(topic, number) for number in sorted(found.partitions)]
-        committed = {
-            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-            for tp in client.committed(wanted, timeout=timeout_s)
-        }
-        answer = {}
-        for tp in wanted:
-            low, high = client.get_watermark_offsets(tp, timeout=timeout_s)
-            key = TopicPartition(tp.topic, tp.partition)
-            answer[key] = (int(low), int(high), committed.get(key))
-        return answer
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"reading offsets of {topics}") from error
-    finally:
-        client.close()
-
-
-def commit_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    offsets: Mapping[TopicPartition, int],
-    *,
-    timeout_s: float = 30.0,
-    kafka: Mapping[str, KafkaValue] | None = None,
-) -> None:
-    """Commit ``offsets`` (next message to read) for ``group_id`` without joining it."""
-    if not offsets:
-        return
-    client = Consumer({
-        **(kafka or {}), "bootstrap.servers": bootstrap_servers, "group.id": group_id,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    try:
-        answers = client.commit(
-            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"committing offsets of group {group_id!r}") from error
-    finally:
-        client.close()
-    for answer in answers or ():
-        if answer.error is not None:
-            raise from_kafka_exception(
-                KafkaException(answer.error), f"committing offsets of group {group_id!r}"
-            )

@@ -1,0 +1,36 @@
+"""A background thread's failure, kept until the next user call raises it."""
+
+from __future__ import annotations
+
+import threading
+
+from client_balance.errors import ClientBalanceError
+
+__all__ = ["FailureSlot"]
+
+
+class FailureSlot:
+    """Holds the latest failure of a background thread; ``raise_once`` raises and clears it.
+
+    ``condition`` (if given) is the lock that guards the slot and is notified on a failure, so
+    a user call waiting on it wakes up to raise the error instead of sleeping out its timeout.
+    """
+
+    __slots__ = ("_condition", "_failure")
+
+    def __init__(self, condition: threading.Condition | None = None) -> None:
+        self._condition = condition or threading.Condition()
+        self._failure: ClientBalanceError | None = None
+
+    def store(self, error: ClientBalanceError) -> None:
+        """Keep ``error`` for the next user call (a later failure replaces it)."""
+        with self._condition:
+            self._failure = error
+            self._condition.notify_all()
+
+    def raise_once(self) -> None:
+        """Raise the kept failure, once."""
+        with self._condition:
+            error, self._failure = self._failure, None
+        if error is not None:
+            raise error

@@ -1,0 +1,89 @@
+"""The Kafka layer: the only part of the package that imports confluent-kafka.
+
+- ``_clients``: a factory for every client the SDK makes (settings merged in one place)
+- ``_errors``: librdkafka errors -> :class:`~client_balance.errors.KafkaClientError`,
+  ``timed_out()``, the transient codes
+- ``_retry``: every retry and wait, declared on tenacity
+- ``_admin``: readiness probes, group membership, topics, partition metadata
+- ``_offsets``: a group's offsets without joining it
+- ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
+
+The rest of the package drives the clients these factories return and names confluent-kafka's
+types through this namespace, so a grep for ``confluent_kafka`` finds only this folder (and
+``broker/``, which has no need of it either).
+"""
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Message
+
+from client_balance._kafka._admin import (
+    PartitionLayout,
+    cluster_answers,
+    create_topics,
+    ensure_topic,
+    group_members,
+    topic_layouts,
+    wait_for_group_coordinator,
+)
+from client_balance._kafka._clients import (
+    LIBRDKAFKA_DEFAULTS,
+    admin_client,
+    fetch_client,
+    group_client,
+    kafka_tp,
+    producer_client,
+    reader_client,
+)
+from client_balance._kafka._errors import (
+    GROUP_IN_USE_CODES,
+    TIMED_OUT,
+    TRANSIENT_KAFKA_CODES,
+    from_kafka_exception,
+    is_transient,
+    timed_out,
+)
+from client_balance._kafka._offsets import commit_offsets, offsets_for_times, partition_offsets
+from client_balance._kafka._ranges import read_ranges
+from client_balance._kafka._retry import (
+    BROKER_POLL_S,
+    METADATA_POLL_S,
+    call_until_transient_passes,
+    retry_immediately,
+    wait_until,
+)
+
+__all__ = [
+    "BROKER_POLL_S",
+    "GROUP_IN_USE_CODES",
+    "LIBRDKAFKA_DEFAULTS",
+    "METADATA_POLL_S",
+    "TIMED_OUT",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "TRANSIENT_KAFKA_CODES",
+    "Consumer",
+    "KafkaError",
+    "KafkaException",
+    "Message",
+    "PartitionLayout",
+    "admin_client",
+    "call_until_transient_passes",
+    "cluster_answers",
+    "commit_offsets",
+    "create_topics",
+    "ensure_topic",
+    "fetch_client",
+    "from_kafka_exception",
+    "group_client",
+    "group_members",
+    "is_transient",
+    "kafka_tp",
+    "offsets_for_times",
+    "partition_offsets",
+    "producer_client",
+    "read_ranges",
+    "reader_client",
+    "retry_immediately",
+    "timed_out",
+    "topic_layouts",
+    "wait_for_group_coordinator",
+    "wait_until",
+]

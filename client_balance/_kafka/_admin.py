@@ -1,0 +1,252 @@
+"""Cluster calls: readiness probes, group membership, topics and the metadata of partitions."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
+from confluent_kafka.cimpl import NewTopic  # admin re-exports it without __all__
+
+from client_balance._kafka._clients import admin_client, group_client
+from client_balance._kafka._errors import from_kafka_exception, timed_out
+from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, wait_until
+from client_balance.errors import ConfigError
+from client_balance.keys import check_topic_name
+from client_balance.settings import KafkaValue
+
+__all__ = [
+    "PartitionLayout",
+    "cluster_answers",
+    "create_topics",
+    "ensure_topic",
+    "group_members",
+    "topic_layouts",
+    "wait_for_group_coordinator",
+]
+
+_PROBE_GROUP = "__client_balance_probe"
+_TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLayout:
+    """A topic's partitions as metadata reports them: leader per partition (-1 = none)."""
+
+    leaders: tuple[int, ...]
+
+
+def topic_layouts(metadata: Any, topics: Iterable[str]) -> dict[str, PartitionLayout]:
+    """Partition leaders per topic from a metadata answer; an unknown topic has no partitions."""
+    layouts = {}
+    for topic in topics:
+        found = metadata.topics.get(topic)
+        if found is None or (found.error is not None and not found.partitions):
+            layouts[topic] = PartitionLayout(())
+            continue
+        count = max(found.partitions) + 1 if found.partitions else 0
+        leaders = [-1] * count
+        for number, partition in found.partitions.items():
+            leaders[number] = -1 if partition.error is not None else partition.leader
+        layouts[topic] = PartitionLayout(tuple(leaders))
+    return layouts
+
+
+def cluster_answers(
+    bootstrap_servers: str,
+    *,
+    timeout_s: float = 1.0,
+    keep_waiting: Callable[[], bool] = lambda: True,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> bool:
+    """Poll until a broker at ``bootstrap_servers`` answers metadata: True, or False at timeout.
+
+    ``keep_waiting`` is asked between attempts; returning False gives up early (for example
+    when the broker process has exited).
+    """
+    # One quiet client for all attempts: reconnects are cheap, while each new client costs a
+    # thread and logs every refused connection. A short backoff notices the broker at once.
+    probe = admin_client(
+        bootstrap_servers, kafka, {"log_level": 0, "reconnect.backoff.max.ms": 100}
+    )
+
+    def answers() -> bool:
+        try:
+            return bool(probe.list_topics(timeout=min(1.0, timeout_s)).brokers)
+        except KafkaException:
+            return False
+
+    return wait_until(
+        answers, timeout_s=timeout_s, interval_s=METADATA_POLL_S, keep_waiting=keep_waiting
+    )
+
+
+def group_members(
+    bootstrap_servers: str,
+    group_id: str,
+    *,
+    timeout_s: float = 10.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> list[str]:
+    """Member ids of ``group_id``'s ``subscribe()`` members (client-balanced ones never join).
+
+    A group that does not exist yet has none.
+    """
+    admin = admin_client(bootstrap_servers, kafka)
+    futures = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)
+    doing = f"describing group {group_id!r}"
+    try:
+        description = futures[group_id].result(timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, doing) from error
+    except concurrent.futures.TimeoutError:
+        raise timed_out(doing, timeout_s, f"{bootstrap_servers} did not answer") from None
+    return sorted(member.member_id for member in description.members)
+
+
+def wait_for_group_coordinator(
+    bootstrap_servers: str,
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> None:
+    """Block until the group coordinator serves offset fetches (creates ``__consumer_offsets``).
+
+    The first group call on a fresh cluster creates the offsets topic; until it is loaded,
+    commits are retried with COORDINATOR_NOT_AVAILABLE. Raises KafkaClientError at the deadline.
+
+    This asks through a Consumer's ``committed()``, never AdminClient's
+    ``list_consumer_group_offsets``: librdkafka (2.16.1, issue #5040) dereferences a NULL
+    consumer-group handle when that admin call meets NOT_COORDINATOR, which is exactly what a
+    fresh cluster answers, and the process dies with SIGSEGV.
+    """
+    probe = group_client(bootstrap_servers, _PROBE_GROUP, kafka, {"log_level": 0})
+    try:
+        wait_until(
+            lambda: probe.committed([KafkaTopicPartition(_PROBE_GROUP, 0)], timeout=5) or True,
+            timeout_s=timeout_s,
+            interval_s=BROKER_POLL_S,
+            retry_on=(KafkaException,),
+        )
+    except KafkaException as error:
+        raise from_kafka_exception(error, "waiting for the group coordinator") from None
+    finally:
+        probe.close()
+
+
+def create_topics(
+    bootstrap_servers: str,
+    topics: Mapping[str, int],
+    *,
+    config: Mapping[str, str] | None = None,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    exist_ok: bool = False,
+    timeout_s: float = 30.0,
+) -> None:
+    """Create ``topics`` (name -> partition count) and wait until their leaders are known."""
+    for name, count in topics.items():
+        check_topic_name(name)
+        if type(count) is not int or count < 1:
+            raise ConfigError(
+                f"partition count {count!r} of topic {name!r} is not allowed; use an int >= 1"
+            )
+    admin = admin_client(bootstrap_servers, kafka)
+    new = [
+        NewTopic(name, num_partitions=count, config=dict(config or {}))
+        for name, count in sorted(topics.items())
+    ]
+    futures = admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s)
+    for name, future in sorted(futures.items()):
+        try:
+            future.result()
+        except KafkaException as error:
+            if exist_ok and error.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                continue
+            raise from_kafka_exception(error, f"creating topic {name!r}") from None
+    _wait_for_leaders(admin, topics, timeout_s)
+
+
+def _leaders_known(admin: AdminClient, topic: str, at_least: int, timeout_s: float) -> int:
+    """The partition count of ``topic`` once every partition has a leader, else 0."""
+    found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if (
+        found is None
+        or found.error is not None
+        or len(found.partitions) < max(at_least, 1)
+        or any(part.leader < 0 for part in found.partitions.values())
+    ):
+        return 0
+    return len(found.partitions)
+
+
+def _wait_for_leaders(admin: AdminClient, topics: Mapping[str, int], timeout_s: float) -> None:
+    pending = dict(topics)
+
+    def all_led() -> bool:
+        for name in sorted(pending):
+            if _leaders_known(admin, name, pending[name], min(timeout_s, 5.0)):
+                del pending[name]
+        return not pending
+
+    if not wait_until(all_led, timeout_s=timeout_s, interval_s=METADATA_POLL_S):
+        raise timed_out(
+            f"waiting for leaders of topics {sorted(pending)}",
+            timeout_s,
+            "not every partition has a leader yet; is the cluster healthy?",
+        )
+
+
+def ensure_topic(
+    bootstrap_servers: str,
+    topic: str,
+    *,
+    config: Mapping[str, str],
+    kafka: Mapping[str, KafkaValue] | None,
+    timeout_s: float,
+) -> tuple[int, dict[str, str]]:
+    """Create ``topic`` (one partition, ``config``) unless it exists; wait for its leader.
+
+    Returns its partition count and, for a topic that existed, its current values of the keys
+    of ``config`` (a created topic answers ``config`` itself).
+    """
+    admin = admin_client(bootstrap_servers, kafka)
+    doing = f"preparing topic {topic!r}"
+    try:
+        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return len(found.partitions), _config_of(admin, topic, config, timeout_s)
+        new = NewTopic(topic, num_partitions=1, replication_factor=-1, config=dict(config))
+        future = admin.create_topics([new], request_timeout=timeout_s)[topic]
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as error:
+            if error.args[0].code() != _TOPIC_EXISTS:  # another member created it meanwhile
+                raise
+        count = wait_until(
+            lambda: _leaders_known(admin, topic, 1, timeout_s),
+            timeout_s=timeout_s,
+            interval_s=METADATA_POLL_S,
+        )
+    except KafkaException as error:
+        raise from_kafka_exception(error, doing) from error
+    if not count:
+        raise timed_out(doing, timeout_s, "it has no leader")
+    return count, dict(config)
+
+
+def _config_of(
+    admin: AdminClient, topic: str, keys: Iterable[str], timeout_s: float
+) -> dict[str, str]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(
+        timeout=timeout_s
+    )
+    return {key: str(entries[key].value or "") for key in keys if key in entries}

@@ -1,0 +1,118 @@
+"""Factories for every confluent-kafka client the SDK makes, and the settings they merge.
+
+Each factory starts from the user's ``kafka`` settings and lays the SDK's fixed keys over them,
+so what a client must be (assign-only, no auto commit, no topic auto-creation) cannot be undone
+by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`` or
+``AdminClient``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings, KafkaValue
+
+__all__ = [
+    "LIBRDKAFKA_DEFAULTS",
+    "admin_client",
+    "fetch_client",
+    "group_client",
+    "kafka_tp",
+    "producer_client",
+    "reader_client",
+]
+
+KafkaConfig = Mapping[str, Any]
+
+LIBRDKAFKA_DEFAULTS: Mapping[str, int] = {
+    # Bounds how long a commit waits for a group coordinator; nothing else uses it (no joins).
+    "session.timeout.ms": 10_000,
+    # A broker answers one connection's requests in order, so every metadata and watermark
+    # query waits behind the fetch long poll in flight: with librdkafka's 500 ms, registering
+    # n new partitions stalled the consumer n * 0.5 s.
+    "fetch.wait.max.ms": 100,
+    # librdkafka stops fetching a partition for this long whenever its queue holds
+    # queued.min.messages (100,000, shared by all partitions); its 1,000 ms default left the
+    # consumer idle most of each second on a backlog. Our own buffers bound memory, so a short
+    # back-off costs nothing but a check per partition.
+    "fetch.queue.backoff.ms": 10,
+}
+"""librdkafka settings the fetching consumer changes (docs/settings.md); ``kafka`` overrides."""
+
+
+def kafka_tp(partition: TopicPartition, offset: int | None = None) -> KafkaTopicPartition:
+    """confluent-kafka's ``TopicPartition`` for ours (with an offset, for assign and commit)."""
+    if offset is None:
+        return KafkaTopicPartition(partition.topic, partition.partition)
+    return KafkaTopicPartition(partition.topic, partition.partition, offset)
+
+
+def admin_client(
+    bootstrap_servers: str,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    overrides: KafkaConfig | None = None,
+) -> AdminClient:
+    """An ``AdminClient``; a metadata request never creates a topic by accident."""
+    return AdminClient(
+        {
+            **(kafka or {}),
+            **(overrides or {}),
+            "bootstrap.servers": bootstrap_servers,
+            "allow.auto.create.topics": False,
+        }
+    )
+
+
+def group_client(
+    bootstrap_servers: str,
+    group_id: str,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    overrides: KafkaConfig | None = None,
+) -> Consumer:
+    """A consumer that never joins: reads and commits ``group_id``'s offsets, assign-only."""
+    return Consumer(
+        {
+            **(kafka or {}),
+            **(overrides or {}),
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def fetch_client(
+    settings: ClientBalanceSettings, on_error: Callable[[KafkaError], None]
+) -> Consumer:
+    """The fetching consumer of a ``ClientBalanceConsumer``: the SDK's librdkafka defaults."""
+    return Consumer({**LIBRDKAFKA_DEFAULTS, **settings.consumer_config(), "error_cb": on_error})
+
+
+def reader_client(config: KafkaConfig) -> Consumer:
+    """A one-off reader (a Spark task, a status reader): assign-only, no commits, no EOF events.
+
+    A start below the log's start reads from its start.
+    """
+    return Consumer(
+        {
+            "auto.offset.reset": "earliest",
+            **config,
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+
+
+def producer_client(
+    bootstrap_servers: str,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    overrides: KafkaConfig | None = None,
+) -> Producer:
+    """A ``Producer`` (the status topic's writer)."""
+    return Producer({**(kafka or {}), **(overrides or {}), "bootstrap.servers": bootstrap_servers})

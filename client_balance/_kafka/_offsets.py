@@ -1,0 +1,113 @@
+"""A group's offsets without joining it: watermarks, committed offsets, commits, times."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaException
+
+from client_balance._kafka._clients import group_client, kafka_tp
+from client_balance._kafka._errors import from_kafka_exception
+from client_balance._kafka._retry import call_until_transient_passes
+from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
+from client_balance.settings import KafkaValue
+
+__all__ = ["commit_offsets", "offsets_for_times", "partition_offsets"]
+
+
+def partition_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    topics: list[str],
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+    skip_missing: bool = False,
+) -> dict[TopicPartition, tuple[int, int, int | None]]:
+    """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
+
+    Raises :class:`ConfigError` naming a topic that does not exist, unless ``skip_missing``.
+    """
+    client = group_client(bootstrap_servers, group_id, kafka)
+    try:
+        metadata = client.list_topics(timeout=timeout_s)
+        wanted = []
+        for topic in topics:
+            found = metadata.topics.get(topic)
+            if found is None or found.error is not None or not found.partitions:
+                if skip_missing:
+                    continue
+                raise ConfigError(f"topic {topic!r} does not exist")
+            wanted += [TopicPartition(topic, number) for number in sorted(found.partitions)]
+        committed = {
+            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+            for tp in client.committed([kafka_tp(tp) for tp in wanted], timeout=timeout_s)
+        }
+        answer = {}
+        for tp in wanted:
+            low, high = client.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
+            answer[tp] = (int(low), int(high), committed.get(tp))
+        return answer
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"reading offsets of {topics}") from error
+    finally:
+        client.close()
+
+
+def commit_offsets(
+    bootstrap_servers: str,
+    group_id: str,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> None:
+    """Commit ``offsets`` (next message to read) for ``group_id`` without joining it.
+
+    A coordinator that is loading or moving is waited for, within ``timeout_s``.
+    """
+    if not offsets:
+        return
+    doing = f"committing offsets of group {group_id!r}"
+    client = group_client(bootstrap_servers, group_id, kafka)
+
+    def commit() -> None:
+        try:
+            answers = client.commit(
+                offsets=[kafka_tp(tp, offset) for tp, offset in offsets.items()],
+                asynchronous=False,
+            )
+        except KafkaException as error:
+            raise from_kafka_exception(error, doing) from error
+        for answer in answers or ():
+            if answer.error is not None:
+                raise from_kafka_exception(KafkaException(answer.error), doing)
+
+    try:
+        call_until_transient_passes(commit, timeout_s=timeout_s)
+    finally:
+        client.close()
+
+
+def offsets_for_times(
+    bootstrap_servers: str,
+    group_id: str,
+    partitions: list[TopicPartition],
+    stamp_ms: int,
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> dict[TopicPartition, int | None]:
+    """Each partition's first offset at or after ``stamp_ms``; None where there is none."""
+    client = group_client(bootstrap_servers, group_id, kafka)
+    try:
+        found = client.offsets_for_times(
+            [kafka_tp(tp, stamp_ms) for tp in partitions], timeout=timeout_s
+        )
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"looking up offsets of {stamp_ms} ms") from error
+    finally:
+        client.close()
+    at = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in found}
+    return {tp: at[tp] if at.get(tp, -1) >= 0 else None for tp in partitions}

@@ -1,0 +1,85 @@
+"""Resetting a client-balanced group's committed offsets, refused while members are live."""
+
+from __future__ import annotations
+
+from client_balance._kafka import commit_offsets, offsets_for_times, partition_offsets
+from client_balance.admin._view import GroupView
+from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["reset_offsets"]
+
+
+def reset_offsets(
+    settings: ClientBalanceSettings,
+    group: str,
+    to: str,
+    *,
+    topics: tuple[str, ...] = (),
+    timeout_s: float = 30.0,
+) -> dict[str, int]:
+    """Commit ``group``'s offsets to ``earliest``, ``latest`` or a time (ms since the epoch).
+
+    Refuses while the group has live members, as Kafka's tool does (TubeMQ resets a live group
+    through the Master; there is no Master here):
+    their next commit would undo the reset. ``topics`` default to those the members reported.
+    Returns ``topic:partition`` -> the offset committed.
+    """
+    stamp = _parse_reset_target(to)
+    view = GroupView.load(settings, group, timeout_s=timeout_s)
+    if view.live_members:
+        ids = ", ".join(m.consumer_id for m in view.live_members)
+        raise ConfigError(
+            f"group {group!r} has live members ({ids}); stop them first (their leases run "
+            f"out {settings.lease_timeout_s:g} s after they stop)"
+        )
+    chosen = topics or tuple(sorted({t for m in view.members for t in m.topics}))
+    if not chosen:
+        raise ConfigError(
+            f"group {group!r} has no member reports to take topics from; name them with --topic"
+        )
+    positions = _reset_positions(settings, group, chosen, to, stamp, timeout_s)
+    commit_offsets(
+        settings.bootstrap_servers, group, positions,
+        timeout_s=timeout_s, kafka=settings.admin_config(),
+    )  # fmt: skip
+    return {f"{tp.topic}:{tp.partition}": offset for tp, offset in sorted(positions.items())}
+
+
+def _parse_reset_target(to: str) -> int | None:
+    if to in {"earliest", "latest"}:
+        return None
+    try:
+        return int(to)
+    except ValueError:
+        raise ConfigError(
+            f"--to {to!r} is not allowed; use earliest, latest or a time in milliseconds since "
+            "the epoch"
+        ) from None
+
+
+def _reset_positions(  # noqa: PLR0917 - private; the reset's inputs, in its order
+    settings: ClientBalanceSettings,
+    group: str,
+    topics: tuple[str, ...],
+    to: str,
+    stamp: int | None,
+    timeout_s: float,
+) -> dict[TopicPartition, int]:
+    ranges = partition_offsets(
+        settings.bootstrap_servers, group, list(topics),
+        timeout_s=timeout_s, kafka=settings.admin_config(),
+    )  # fmt: skip
+    if stamp is None:
+        return {tp: low if to == "earliest" else high for tp, (low, high, _) in ranges.items()}
+    at = offsets_for_times(
+        settings.bootstrap_servers, group, sorted(ranges), stamp,
+        timeout_s=timeout_s, kafka=settings.admin_config(),
+    )  # fmt: skip
+    # Nothing at or after the time: the end.
+    positions = {}
+    for tp, (_, high, _) in ranges.items():
+        found = at[tp]
+        positions[tp] = high if found is None else found
+    return positions

@@ -1,0 +1,124 @@
+"""The broker's process: ports, ids, CDS archives, log tails, stopping by pid."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+from client_balance._kafka import BROKER_POLL_S, METADATA_POLL_S, wait_until
+
+__all__ = [
+    "alive",
+    "cds_archive_path",
+    "cleanup",
+    "cluster_id",
+    "free_port",
+    "read_ports",
+    "stop_pid",
+    "tail",
+    "tail_text",
+    "terminate",
+]
+
+_KILLED_REAP_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cluster_id() -> str:
+    # Kafka's Uuid text form: 16 random bytes, base64url, no padding; a leading '-' would be
+    # read as an option by the storage tool.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def cds_archive_path(java: str, libs: Path) -> Path:
+    # An archive only fits the JVM build and the exact jars it was dumped with.
+    real_java = Path(java).resolve()
+    identity = (
+        f"{real_java}:{real_java.stat().st_mtime_ns}:{sorted(p.name for p in libs.iterdir())}"
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return libs.parent / "cds" / f"broker-{digest}.jsa"
+
+
+def read_ports(properties: Path) -> tuple[int, int] | None:
+    ports: dict[str, int] = {}
+    for line in properties.read_text().splitlines():
+        if line.startswith("listeners="):
+            for listener in line.removeprefix("listeners=").split(","):
+                name, _, address = listener.partition("://")
+                ports[name] = int(address.rsplit(":", 1)[1])
+    if "PLAINTEXT" in ports and "CONTROLLER" in ports:
+        return ports["PLAINTEXT"], ports["CONTROLLER"]
+    return None
+
+
+def tail_text(text: str, lines: int = 40) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return tail_text(path.read_text(errors="replace"), lines)
+    except OSError:
+        return "(no broker log was written)"
+
+
+def terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_s)
+
+
+def cleanup(process: subprocess.Popen[bytes], timeout_s: float, data_dir: Path | None) -> None:
+    terminate(process, timeout_s)
+    if data_dir is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) still answers kill(pid, 0).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def stop_pid(pid: int, *, timeout_s: float = 20.0) -> bool:
+    """Stop a detached broker by pid: SIGTERM, wait, then SIGKILL. False if it was not running."""
+    if not alive(pid):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    if wait_until(lambda: not alive(pid), timeout_s=timeout_s, interval_s=BROKER_POLL_S):
+        return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    # SIGKILL cannot be refused: the wait is for the kernel to reap it, which it always does.
+    wait_until(lambda: not alive(pid), timeout_s=_KILLED_REAP_S, interval_s=METADATA_POLL_S)
+    return True

@@ -1,0 +1,74 @@
+"""The ``client-balance`` command.
+
+``main(argv) -> int`` does the work and returns the exit code (0 success, 1 failure, 2 usage), so
+tests call it directly; ``run()`` is the console-script entry point. One module per command
+group (``_broker``, ``_simulate``, ``_groups``) adds its parsers and handlers; everything they
+show goes through ``_render``. Only this package sets up logging output: the library itself never
+does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+
+from client_balance.cli import _broker, _groups, _render, _simulate
+from client_balance.errors import ClientBalanceError
+
+__all__ = ["main", "run"]
+
+# The library's loggers are children of this one (client_balance._logging).
+_LIBRARY_LOGGER = "client_balance"
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(verbose: bool) -> Iterator[None]:
+    # Undone on the way out: main() may run many times in one process (tests, a notebook), and
+    # a handler left behind would write to a stream that is gone.
+    logger = logging.getLogger(_LIBRARY_LOGGER)
+    level, handler = logger.level, _render.log_handler()
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="client-balance",
+        description="Client-balanced Kafka consumption: tools for users and operators.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (_broker, _simulate, _groups):
+        group.add_parsers(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits on --help and on usage errors
+        return int(exit_.code or 0)
+    commands = {**_broker.COMMANDS, **_simulate.COMMANDS, **_groups.COMMANDS}
+    try:
+        with _logging_to_stderr(args.verbose):
+            return commands[args.command](args)
+    except ClientBalanceError as error:
+        _render.say(f"error: {error}")
+        return _render.EXIT_FAILED
+    except KeyboardInterrupt:  # --watch runs until Ctrl-C
+        return _render.EXIT_OK
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

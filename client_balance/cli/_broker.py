@@ -1,0 +1,188 @@
+"""``client-balance broker``: a local Apache Kafka broker for trying things out.
+
+``start`` detaches the broker unless ``--foreground``; a state file records its pid, address and
+data directory so that ``status`` and ``stop`` (in another process, later) can find it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from client_balance import admin
+from client_balance.broker import (
+    DEFAULT_KAFKA_VERSION,
+    LocalKafka,
+    ensure_kafka_jars,
+    kafka_home,
+    stop_pid,
+)
+from client_balance.cli._render import EXIT_FAILED, EXIT_OK, out, say
+
+__all__ = ["COMMANDS", "add_parsers", "running_broker_address"]
+
+
+def _default_state_file() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "client-balance" / "broker.json"
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``broker`` and its actions to the ``client-balance`` parser."""
+    broker = commands.add_parser("broker", help="a local Apache Kafka 4.x broker (KRaft)")
+    actions = broker.add_subparsers(dest="action", required=True, metavar="ACTION")
+    state_help = (
+        f"where a detached broker's pid and address are kept (default {_default_state_file()})"
+    )
+
+    fetch = actions.add_parser("fetch", help="fetch the broker jars with Maven (once, cached)")
+    fetch.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+
+    start = actions.add_parser("start", help="start a broker; prints its bootstrap address")
+    start.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    start.add_argument("--port", type=int, default=None, help="listener port (default: free)")
+    start.add_argument(
+        "--data-dir", type=Path, default=None, help="keep data here (default: fresh temp dir)"
+    )
+    start.add_argument("--heap-mb", type=int, default=512)
+    start.add_argument(
+        "--foreground", action="store_true", help="run until Ctrl-C instead of detaching"
+    )
+    start.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
+
+    stop = actions.add_parser("stop", help="stop the detached broker")
+    stop.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
+
+    status = actions.add_parser("status", help="is the detached broker running, and where")
+    status.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
+    status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
+
+
+def running_broker_address() -> str | None:
+    """The address of the broker that ``broker start`` left running, if it still runs."""
+    state = _read_state(_default_state_file())
+    return state["bootstrap_servers"] if state and _is_our_broker(state) else None
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    try:
+        state: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state
+
+
+def _is_our_broker(state: dict[str, Any]) -> bool:
+    # The pid may have been reused by an unrelated process since the broker died.
+    try:
+        command_line = Path(f"/proc/{state['pid']}/cmdline").read_bytes()
+    except (OSError, KeyError):
+        return False
+    return b"kafka.Kafka" in command_line and str(state["data_dir"]).encode() in command_line
+
+
+def _broker_fetch(args: argparse.Namespace) -> int:
+    libs = ensure_kafka_jars(args.kafka_version, progress=say)
+    out(str(libs))
+    return EXIT_OK
+
+
+def _broker_start(args: argparse.Namespace) -> int:
+    state = _read_state(args.state_file)
+    if not args.foreground and state is not None and _is_our_broker(state):
+        say(
+            f"a broker is already running at {state['bootstrap_servers']} (pid {state['pid']}); "
+            "stop it first with 'client-balance broker stop'"
+        )
+        return EXIT_FAILED
+    data_dir = args.data_dir
+    if data_dir is None and not args.foreground:
+        # A detached broker outlives this process, so its data dir must be one we can find.
+        data_dir = kafka_home(args.kafka_version).parent / f"broker-data-{int(time.time())}"
+    kafka = LocalKafka(
+        version=args.kafka_version,
+        data_dir=data_dir,
+        port=args.port,
+        heap_mb=args.heap_mb,
+        die_with_parent=args.foreground,
+        progress=say,
+    )
+    kafka.start()
+    say(f"Apache Kafka {args.kafka_version} is ready in {kafka.startup_s:.1f} s")
+    # rich flushes each print, so a script reading the address need not wait for the broker to end.
+    out(kafka.bootstrap_servers)
+    if args.foreground:
+        try:
+            while kafka.is_running():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            say("stopping the broker")
+        finally:
+            kafka.stop()
+        return EXIT_OK
+    record = {
+        "pid": kafka.detach(),
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "data_dir": str(kafka.data_dir),
+        "log": str(kafka.log_path),
+        "owns_data_dir": args.data_dir is None,
+    }
+    args.state_file.parent.mkdir(parents=True, exist_ok=True)
+    args.state_file.write_text(json.dumps(record, indent=2) + "\n")
+    say(
+        f"detached (pid {record['pid']}, log {record['log']}); stop it with "
+        "'client-balance broker stop'"
+    )
+    return EXIT_OK
+
+
+def _broker_stop(args: argparse.Namespace) -> int:
+    state = _read_state(args.state_file)
+    if state is None:
+        say(f"no detached broker is recorded in {args.state_file}")
+        return EXIT_FAILED
+    if _is_our_broker(state):
+        stop_pid(int(state["pid"]))
+        say(f"stopped the broker at {state['bootstrap_servers']} (pid {state['pid']})")
+    else:
+        say(f"the broker recorded in {args.state_file} was no longer running")
+    if state.get("owns_data_dir"):
+        shutil.rmtree(state["data_dir"], ignore_errors=True)
+    args.state_file.unlink(missing_ok=True)
+    return EXIT_OK
+
+
+def _broker_status(args: argparse.Namespace) -> int:
+    state = _read_state(args.state_file)
+    if state is None or not _is_our_broker(state):
+        say("no broker is running" + ("" if state is None else " (stale state file)"))
+        return EXIT_FAILED
+    answers = admin.cluster_answers(state["bootstrap_servers"], timeout_s=5.0)
+    if args.bootstrap:
+        out(state["bootstrap_servers"])
+    else:
+        health = "answers metadata" if answers else "does NOT answer metadata"
+        out(
+            f"running at {state['bootstrap_servers']} (pid {state['pid']}), {health}; "
+            f"log {state['log']}"
+        )
+    return EXIT_OK if answers else EXIT_FAILED
+
+
+_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "fetch": _broker_fetch,
+    "start": _broker_start,
+    "stop": _broker_stop,
+    "status": _broker_status,
+}
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "broker": lambda args: _ACTIONS[args.action](args)
+}

@@ -1,0 +1,93 @@
+"""The client lock: every call on confluent-kafka's ``Consumer`` is made holding it.
+
+librdkafka is thread-safe in principle, but a ``get_watermark_offsets`` made while another
+thread sits in ``consume()`` never returns (confluent-kafka 2.16.1, seen here). Holding one lock
+for every call also makes a ``consume()`` and the distribution of what it returned one step, so
+no message fetched before a partition was released or rewound can reach a buffer afterwards.
+
+A thread that waits to make a call makes fetching threads give way (``try_fetch`` refuses
+while anyone waits), so a command waits at most one short ``consume()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
+
+from client_balance._logging import get_logger
+from client_balance.errors import ClientBalanceError, KafkaClientError
+
+__all__ = ["ClientGate"]
+
+_T = TypeVar("_T")
+_log = get_logger("fetch")
+
+
+class ClientGate:
+    """Serializes calls on one client; queues calls that nobody waits for."""
+
+    def __init__(self, on_wait: Callable[[], None]) -> None:
+        self._lock = threading.RLock()
+        self._count_lock = threading.Lock()
+        self._waiting_calls = 0
+        self._commands: deque[Callable[[], object]] = deque()
+        self._on_wait = on_wait
+        self.closed = False
+
+    @property
+    def has_commands(self) -> bool:
+        """Calls are queued for the next holder of the lock."""
+        return bool(self._commands)
+
+    def submit(self, action: Callable[[], object]) -> None:
+        """Have ``action`` made by the next holder of the client lock; nobody waits for it."""
+        self._commands.append(action)
+        self._on_wait()
+
+    def call(self, action: Callable[[], _T]) -> _T:
+        """Make ``action`` (calls on the client) holding the client lock."""
+        with self._count_lock:
+            self._waiting_calls += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._count_lock:
+                self._waiting_calls -= 1
+        try:
+            if self.closed:
+                raise KafkaClientError(
+                    "the consumer is closed", kafka_code=-1, kafka_name="STOPPED"
+                )
+            self._serve_commands()
+            return action()
+        finally:
+            self._lock.release()
+
+    def try_fetch(self, fetch: Callable[[], object]) -> bool:
+        """Run ``fetch`` unless another thread holds or waits for the client lock."""
+        if self._waiting_calls or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.closed:
+                return False
+            self._serve_commands()
+            fetch()
+        finally:
+            self._lock.release()
+        return True
+
+    def close(self, close_client: Callable[[], None]) -> None:
+        """Refuse further calls and close the client, once the current call is done."""
+        with self._lock:
+            self.closed = True
+            close_client()
+
+    def _serve_commands(self) -> None:
+        while self._commands:
+            action = self._commands.popleft()
+            try:
+                action()
+            except ClientBalanceError as error:
+                _log.warning("background call failed", error=str(error))

@@ -1,0 +1,107 @@
+"""Commits of confirmed positions: on demand, on the interval, and the hourly re-commit.
+
+Only confirmed positions are ever committed (Kafka's "next message to read"), so delivery is at
+least once and a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from client_balance._kafka import (
+    GROUP_IN_USE_CODES,
+    Consumer,
+    KafkaException,
+    from_kafka_exception,
+    kafka_tp,
+)
+from client_balance._logging import get_logger
+from client_balance.consumer._buffers import HeldPartition
+from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
+
+__all__ = ["Committer"]
+
+_log = get_logger("fetch")
+
+# Re-commit unchanged positions this often: Kafka expires a simple group's offsets 7 days
+# after their last commit, which would silently reset an idle partition.
+_RECOMMIT_EVERY_S = 3600.0
+
+
+class Committer:
+    """Commits held partitions' confirmed positions through the client lock's owner."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        group_id: str,
+        interval_s: float,
+        lock: threading.Condition,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._consumer = consumer
+        self._group_id = group_id
+        self._interval_s = interval_s
+        self._lock = lock
+        self._clock = clock
+        self._last_flush_s = clock()
+        self._last_recommit_s = clock()
+
+    def commit(self, states: Sequence[HeldPartition]) -> None:
+        """Commit each state's confirmed position now (the caller holds the client lock)."""
+        positions = [s.confirmed for s in states]
+        offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
+        try:
+            answers = self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            raise self._error(error) from error
+        failed = [tp for tp in answers or () if tp.error is not None]
+        if failed:
+            raise self._error(KafkaException(failed[0].error))
+        with self._lock:
+            for state, position in zip(states, positions, strict=True):
+                state.committed = position
+
+    def commit_due(self, states: Sequence[HeldPartition]) -> None:
+        """Commit the states whose confirmed position is not committed yet."""
+        with self._lock:
+            due = [s for s in states if s.committed != s.confirmed]
+        if due:
+            self.commit(due)
+
+    def on_interval(
+        self,
+        held: Callable[[], list[HeldPartition]],
+        call: Callable[[Callable[[], None]], None],
+        fail: Callable[[ClientBalanceError], None],
+    ) -> None:
+        """Every ``commit_interval_s``: commit what is due (every hour: all of it again)."""
+        now = self._clock()
+        # Also in "sync" mode: a commit that failed while the broker was away is retried here.
+        if now - self._last_flush_s < self._interval_s:
+            return
+        self._last_flush_s = now
+        everything = now - self._last_recommit_s >= _RECOMMIT_EVERY_S
+        if everything:
+            self._last_recommit_s = now
+        try:
+            states = held()
+            if states:
+                call(lambda: (self.commit if everything else self.commit_due)(states))
+        except GroupInUseError as error:
+            fail(error)
+        except KafkaClientError as error:
+            _log.warning("commit failed; will retry", error=str(error))
+
+    def _error(self, error: KafkaException) -> ClientBalanceError:
+        mapped = from_kafka_exception(error, "committing offsets")
+        if mapped.kafka_code in GROUP_IN_USE_CODES:
+            return GroupInUseError(
+                f"group {self._group_id!r} has members that subscribe(); Kafka rejects the "
+                f"commits of client-balanced consumers then ({mapped.kafka_name}). Use a group "
+                "id that is never used with subscribe()",
+                group_id=self._group_id,
+            )
+        return mapped

@@ -1,0 +1,382 @@
+"""``ClientBalanceConsumer``: TubeMQ's client-balanced consumer, over Kafka.
+
+A worker says which topics it reads, how many nodes the group has and which one it is::
+
+    with ClientBalanceConsumer(settings) as consumer:
+        consumer.start(["orders"], source_count=4, node_id=1)
+        for batch in consumer.batches():
+            handle(batch.messages)
+            batch.confirm()
+
+From then on it holds exactly its partitions of the group (the reconcile thread sees to it),
+hands out one partition's batch at a time, and commits only confirmed positions to the
+Kafka group ``group_id``: delivery is at least once, and a crash loses nothing. No Kafka group
+rebalance ever runs; the group id must never be used with ``subscribe()``.
+
+Lifecycle (TubeMQ's status machine): created -> ``start()`` -> running -> ``shutdown()``.
+The calls that need a running consumer raise :class:`NotStartedError` (420) outside
+"running" (``confirm`` also works while ``shutdown()`` waits for batches that are out).
+See ``docs/consumer.md`` for the group modes, the offset rules and the error table.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from client_balance._kafka import wait_until
+from client_balance._logging import get_logger
+from client_balance.consumer import _reconcile
+from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._join import join_group
+from client_balance.consumer._meta import MetaCache
+from client_balance.consumer._parse import parse_context, parse_topics, resolve_mode
+from client_balance.consumer._reconcile import PartitionKeeper, Reconciler
+from client_balance.consumer._results import (
+    ConfirmResult,
+    ConsumeResult,
+    Message,
+    OffsetInfo,
+    PartitionMeta,
+)
+from client_balance.consumer._setup import CLIENT_VERSION, Assigner, MemberSetup
+from client_balance.errors import (
+    ConfigError,
+    InvalidConfirmContextError,
+    NoMessageError,
+    NotStartedError,
+)
+from client_balance.keys import (
+    RESUME_OFFSET,
+    TopicPartition,
+    check_bootstrap_offset,
+    to_topic_partition,
+)
+from client_balance.settings import ClientBalanceSettings, GroupMode
+
+__all__ = ["Batch", "ClientBalanceConsumer"]
+
+_log = get_logger("consumer")
+
+_CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
+_READY_POLL_S = 0.02
+_NO_BATCH_REASONS = {
+    NoMessageError.NO_PARTITION: "no partition is registered",
+    NoMessageError.ALL_IN_USE: "every partition has a batch out, unconfirmed",
+    NoMessageError.ALL_WAITING: "every partition is waiting for data",
+}
+
+
+class Batch:
+    """A batch from :meth:`ClientBalanceConsumer.batches`: the result plus ``confirm()``."""
+
+    __slots__ = ("_consumer", "result")
+
+    def __init__(self, consumer: ClientBalanceConsumer, result: ConsumeResult) -> None:
+        self._consumer = consumer
+        self.result = result
+
+    @property
+    def messages(self) -> list[Message]:
+        """The batch's messages (confluent-kafka ``Message`` objects)."""
+        return self.result.messages
+
+    @property
+    def key(self) -> str:
+        """The partition's key."""
+        return self.result.key
+
+    def confirm(self, consumed: bool = True) -> ConfirmResult:
+        """Confirm the batch (``consumed=False`` has it delivered again)."""
+        return self._consumer.confirm(self.result.confirm_context, consumed)
+
+
+@dataclass(frozen=True)
+class _Running:
+    """Everything ``start()`` made; present exactly while the consumer runs or stops."""
+
+    setup: MemberSetup
+    fetcher: Fetcher
+    meta: MetaCache
+    keeper: PartitionKeeper
+    reconciler: Reconciler
+
+
+class ClientBalanceConsumer:
+    """Consume a Kafka group's partitions with the assignment decided by the clients."""
+
+    def __init__(
+        self, settings: ClientBalanceSettings, *, assigner: Assigner | None = None
+    ) -> None:
+        if not isinstance(settings, ClientBalanceSettings):
+            raise ConfigError(
+                f"settings must be a ClientBalanceSettings, not {type(settings).__name__}"
+            )
+        self._settings = settings
+        self._assigner = assigner
+        self._consumer_id = (
+            f"{settings.group_id}_{socket.gethostname()}-{os.getpid()}-"
+            f"{uuid.uuid4().hex[:12]}-Balance-{CLIENT_VERSION}"
+        )
+        self._state = _CREATED
+        self._state_lock = threading.Lock()
+        self._setup: MemberSetup | None = None
+        self._run: _Running | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def settings(self) -> ClientBalanceSettings:
+        """The settings given at construction."""
+        return self._settings
+
+    @property
+    def consumer_id(self) -> str:
+        """Unique per object: ``<group>_<host>-<pid>-<random>-Balance-<version>``."""
+        return self._consumer_id
+
+    @property
+    def client_version(self) -> str:
+        """The version string of this library."""
+        return CLIENT_VERSION
+
+    @property
+    def mode(self) -> GroupMode | None:
+        """The group mode ``start()`` resolved (None before start)."""
+        return self._setup.mode if self._setup is not None else None
+
+    @property
+    def source_count(self) -> int:
+        """The group size given to ``start()`` (-2 before start or outside node mode)."""
+        setup = self._setup
+        return setup.source_count if setup and setup.mode is GroupMode.NODE else -2
+
+    @property
+    def node_id(self) -> int:
+        """The node index given to ``start()`` (-2 before start or outside node mode)."""
+        setup = self._setup
+        return setup.node_id if setup and setup.mode is GroupMode.NODE else -2
+
+    def is_shutdown(self) -> bool:
+        """True before ``start()`` and after ``shutdown()``."""
+        return self._state != _RUNNING
+
+    def is_filter_consume(self, topic: str) -> bool:
+        """Whether ``topic`` was started with a filter set."""
+        return self._setup is not None and self._setup.topics.get(topic) is not None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(
+        self,
+        topics: list[str] | tuple[str, ...] | Mapping[str, set[str] | frozenset[str] | None],
+        source_count: int = -1,
+        node_id: int = -1,
+        *,
+        mode: GroupMode | str | None = None,
+    ) -> None:
+        """Subscribe to ``topics`` as node ``node_id`` of ``source_count`` and start consuming.
+
+        ``topics`` is a list of names, or a mapping of name -> set of filter values (messages
+        whose ``filter_header`` header is not in the set are skipped; ``None`` = no filter).
+        ``source_count > 0`` is node mode; ``<= 0`` leaves the assignment to the application
+        (the ``assigner`` callback, or ``connect``); ``mode="elastic"`` asks for an elastic
+        group. ``mode`` (or ``settings.mode``) names the mode outright.
+        """
+        parsed = parse_topics(topics)
+        resolved = resolve_mode(source_count, node_id, mode, self._settings.mode)
+        setup = MemberSetup(
+            self._settings, self._consumer_id, parsed, resolved,
+            source_count, node_id, self._assigner,
+        )  # fmt: skip
+        with self._state_lock:
+            if self._state == _RUNNING:
+                raise ConfigError("the consumer is running already; shut it down first")
+            if self._state == _STOPPED:
+                raise NotStartedError("the consumer has been shut down; create a new one")
+            fetcher = Fetcher(self._settings)
+            meta = MetaCache(parsed, fetcher.metadata)
+            keeper = PartitionKeeper(setup, fetcher, meta)
+            reconciler = Reconciler(keeper.round, self._settings.reconcile_interval_s)
+            try:
+                keeper.status = join_group(
+                    setup,
+                    lambda: setup.report(fetcher.offsets()),
+                    on_change=reconciler.wake,
+                    on_fenced=lambda fenced: self._fenced(keeper, reconciler, fenced),
+                )
+            except BaseException:
+                fetcher.close(0.0)
+                raise
+            self._setup = setup
+            self._run = _Running(setup, fetcher, meta, keeper, reconciler)
+            self._state = _RUNNING
+        reconciler.start()
+        _log.info(
+            "consumer started",
+            consumer_id=self._consumer_id,
+            group=self._settings.group_id,
+            mode=resolved.value,
+            source_count=source_count,
+            node_id=node_id,
+            topics=sorted(parsed),
+        )
+
+    def shutdown(self) -> None:
+        """Release every partition (committing confirmed positions) and stop. Idempotent."""
+        with self._state_lock:
+            if self._state != _RUNNING or self._run is None:
+                if self._state == _CREATED:
+                    self._state = _STOPPED
+                return
+            self._state = _STOPPING
+            run = self._run
+        run.keeper.stopping = True
+        try:
+            run.reconciler.stop()
+            run.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
+        finally:
+            self._state = _STOPPED
+            if run.keeper.status is not None:
+                run.keeper.status.leave()
+            _log.info("consumer stopped", consumer_id=self._consumer_id)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> _Running:
+        allowed = (_RUNNING, _STOPPING) if stopping_ok else (_RUNNING,)
+        run = self._run
+        if self._state not in allowed or run is None:
+            raise NotStartedError("the consumer is not started or has been shut down")
+        if raise_failures:
+            if run.keeper.halted is not None:
+                raise run.keeper.halted
+            run.reconciler.raise_failure()
+            run.fetcher.raise_failure()
+        return run
+
+    @staticmethod
+    def _fenced(keeper: PartitionKeeper, reconciler: Reconciler, fenced: bool) -> None:
+        # Called from the report thread: release at once, before the lease runs out.
+        if fenced:
+            keeper.release_all(commit=False)
+        reconciler.wake()
+
+    # ------------------------------------------------------------------ meta
+    def get_partition_meta(self) -> dict[str, PartitionMeta]:
+        """Every configured partition of the subscribed topics, by key (refreshed, at most 1/s)."""
+        run = self._running()
+        run.meta.refresh(max_age_s=1.0)
+        return {meta.key: meta for meta in run.meta.snapshot().values()}
+
+    def is_partitions_ready(self, max_wait_s: float) -> bool:
+        """Wait up to ``max_wait_s`` until at least one partition is registered."""
+        fetcher = self._running().fetcher
+        return wait_until(
+            lambda: bool(fetcher.held()),
+            timeout_s=max_wait_s,
+            interval_s=_READY_POLL_S,
+            keep_waiting=lambda: self._state == _RUNNING,
+        )
+
+    def registered_partitions(self) -> set[str]:
+        """The keys of the partitions this consumer holds now."""
+        run = self._running()
+        return {run.meta.key(tp) for tp in run.fetcher.held()}
+
+    # ------------------------------------------------------------------ connect / disconnect
+    def connect(self, key: str | TopicPartition, bootstrap_offset: int = RESUME_OFFSET) -> None:
+        """Register a partition: -1 resumes the group's position, >= 0 starts (and commits) there.
+
+        A held partition is left as it is (the offset is ignored), as in TubeMQ.
+        """
+        run = self._running()
+        partition = to_topic_partition(key)
+        run.keeper.connect(partition, check_bootstrap_offset(bootstrap_offset), str(key))
+
+    def disconnect(self, key: str | TopicPartition) -> None:
+        """Release a partition: commit confirmed progress, roll back a batch that is out."""
+        self._running().keeper.disconnect(to_topic_partition(key))
+
+    # ------------------------------------------------------------------ consume / confirm
+    def get_message(self, timeout_s: float = 10.0) -> ConsumeResult:
+        """One partition's batch; its partition stays locked until the batch is confirmed.
+
+        Raises :class:`NoMessageError` after ``timeout_s`` with code 406 (nothing registered),
+        407 (every partition waiting for data) or 408 (every partition has a batch out).
+        """
+        run = self._running()
+        batch = run.fetcher.take_batch(timeout_s)
+        if isinstance(batch, int):
+            run.fetcher.raise_failure()
+            reason = _NO_BATCH_REASONS[batch]
+            raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
+        key = run.meta.key(batch.partition)
+        return ConsumeResult(
+            key=key,
+            topic=batch.partition.topic,
+            partition=batch.partition.partition,
+            messages=batch.messages,
+            confirm_context=f"{key}:{batch.token}",
+            start_offset=batch.start,
+            end_offset=batch.end,
+            high=batch.high,
+        )
+
+    def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:
+        """Confirm a batch; ``consumed=False`` rewinds to its start, so it comes again."""
+        # Background failures wait for the next get_message: raising one here would leave the
+        # caller unsure whether its batch was settled.
+        run = self._running(raise_failures=False, stopping_ok=True)
+        partition, token = parse_context(confirm_context)
+        settled = run.fetcher.settle(partition, token, consumed)
+        if settled is None:
+            raise InvalidConfirmContextError(
+                f"confirm context {confirm_context!r} names no batch that is out: it was "
+                "confirmed already, or its partition was released and the batch rolled back",
+                context=confirm_context,
+            )
+        current, committed = settled
+        return ConfirmResult(run.meta.key(partition), consumed, current, committed)
+
+    def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:
+        """Batches until shutdown, for ``for batch in consumer.batches(): ...; batch.confirm()``."""
+        while self._state == _RUNNING:
+            try:
+                yield Batch(self, self.get_message(timeout_s))
+            except NoMessageError:
+                continue
+            except NotStartedError:
+                return
+
+    def offset_infos(self) -> dict[str, OffsetInfo]:
+        """Where each registered partition stands, by key."""
+        run = self._running()
+        run.fetcher.refresh_highs()
+        infos = {}
+        for partition, confirmed, committed, high, updated in run.fetcher.offsets():
+            key = run.meta.key(partition)
+            lag = None if high is None else max(high - confirmed, 0)
+            infos[key] = OffsetInfo(key, confirmed, committed, high, lag, updated)
+        return infos
+
+    def commit(self) -> None:
+        """Commit every confirmed position now (``commit="interval"`` does it periodically)."""
+        self._running().fetcher.flush()
+
+    def reconcile_now(self, timeout_s: float = 30.0) -> bool:
+        """Run a reconcile round now; True once it has finished within ``timeout_s``."""
+        return self._running().reconciler.run_round(timeout_s)

@@ -1,0 +1,393 @@
+"""The one place that drives confluent-kafka's ``Consumer`` (built by ``_kafka``).
+
+Every call on the ``Consumer`` is made holding the client lock (``_client.ClientGate``).
+
+Whoever needs messages fetches them: a ``get_message`` caller that finds nothing buffered
+takes the client lock and calls ``consume()`` itself, so a batch needs no hand-over between
+threads (that hand-over cost a fifth of the throughput). The background thread fetches only
+while no caller has for a moment, keeping buffers warm and librdkafka's callbacks served, and
+commits confirmed positions on the interval.
+
+Per partition the fetcher keeps a buffer of fetched messages and at most one batch out
+(``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
+application catches up. Positions are Kafka's "next message to read"; only confirmed
+positions are ever committed, so delivery is at least once and a crash loses nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+
+from client_balance._failure import FailureSlot
+from client_balance._kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    fetch_client,
+    from_kafka_exception,
+    kafka_tp,
+)
+from client_balance._logging import get_logger
+from client_balance._timing import Deadline
+from client_balance.consumer._buffers import (
+    Batch,
+    FetchErrors,
+    HeldPartition,
+    split_runs,
+    why_nothing,
+)
+from client_balance.consumer._client import ClientGate
+from client_balance.consumer._commits import Committer
+from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["Batch", "Fetcher", "StartChooser"]
+
+_log = get_logger("fetch")
+
+StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
+"""(partition, committed or None, low, high) -> (start offset, commit it now)."""
+_T = TypeVar("_T")
+
+_IDLE_WAIT_S = 0.5
+_CONSUME_WAIT_S = 0.05
+_CALLERS_FETCH_FOR_S = 0.1
+"""The background thread stays out of fetching while a caller fetched this recently."""
+_BUFFER_FLOOR = 50_000  # messages per partition before it is paused
+_BUFFER_BATCHES = 10  # ... or this many batches, if more
+
+
+class Fetcher:
+    """The confluent-kafka ``Consumer`` behind a client-balanced consumer (module docstring)."""
+
+    def __init__(self, settings: ClientBalanceSettings) -> None:
+        self._settings = settings
+        self._batch_max = settings.batch_max_messages
+        # Pausing makes librdkafka drop what it prefetched for the partition and fetch it again,
+        # and one fetch brings thousands of messages: pause only well above a batch.
+        self._buffer_max = max(_BUFFER_BATCHES * settings.batch_max_messages, _BUFFER_FLOOR)
+        self._timeout_s = settings.request_timeout_s
+        self._consumer = fetch_client(settings, self._on_kafka_error)
+        self._lock = threading.Condition()
+        self._held: dict[TopicPartition, HeldPartition] = {}
+        self._topics_assigned: set[str] = set()
+        """Every topic ever assigned to the client; one topic allows a cheaper split."""
+        self._ready: deque[TopicPartition] = deque()
+        self._wake = threading.Event()
+        self._gate = ClientGate(on_wait=self._wake.set)
+        self._commits = Committer(
+            self._consumer, settings.group_id, settings.commit_interval_s, self._lock
+        )
+        self._last_caller_fetch_s = 0.0
+        self._stopping = threading.Event()
+        self._tokens = itertools.count(1)
+        self._failures = FailureSlot(self._lock)
+        self._fetch_errors = FetchErrors()
+        self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
+        self._thread.start()
+
+    def metadata(self) -> Any:
+        """The cluster's metadata, through this client (its connections are warm)."""
+        try:
+            return self._gate.call(lambda: self._consumer.list_topics(timeout=self._timeout_s))
+        except KafkaException as error:
+            raise from_kafka_exception(error, "querying metadata") from error
+
+    def held(self) -> set[TopicPartition]:
+        """The partitions currently held."""
+        with self._lock:
+            return set(self._held)
+
+    def hold(
+        self,
+        requests: Mapping[TopicPartition, frozenset[str] | None],
+        choose_start: StartChooser,
+    ) -> dict[TopicPartition, int]:
+        """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
+
+        All of it runs as one step under the client lock: watermarks, one committed-offsets
+        query, one commit of the starts that must be committed, one ``incremental_assign``.
+        Returns each partition's start.
+        """
+        wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
+        if not wanted:
+            return {}
+        return self._gate.call(lambda: self._hold(wanted, choose_start))
+
+    def _hold(
+        self,
+        wanted: Mapping[TopicPartition, frozenset[str] | None],
+        choose_start: StartChooser,
+    ) -> dict[TopicPartition, int]:
+        consumer = self._consumer
+        ranges, committed = _read_starts(consumer, wanted, self._timeout_s)
+        states, to_commit = [], []
+        for partition, filters in wanted.items():
+            low, high = ranges[partition]
+            start, commit_now = choose_start(partition, committed.get(partition), low, high)
+            state = HeldPartition(partition, filters, start, committed.get(partition), high=high)
+            states.append(state)
+            if commit_now:
+                to_commit.append(state)
+        if to_commit:
+            self._commits.commit(to_commit)
+        with self._lock:
+            for state in states:
+                self._held[state.partition] = state
+        assigned = [kafka_tp(s.partition, s.confirmed) for s in states]
+        self._topics_assigned.update(s.partition.topic for s in states)
+        consumer.incremental_assign(assigned)
+        # librdkafka keeps a partition's pause across unassign and assign: one paused (full
+        # buffer) when it was last released would never be fetched again.
+        consumer.resume(assigned)
+        return {state.partition: state.confirmed for state in states}
+
+    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
+        """Stop fetching ``partition``: wait up to ``wait_s`` for its batch, commit, unassign.
+
+        A batch still out after ``wait_s`` is rolled back: its messages come again to whoever
+        holds the partition next, and a late confirm of it is refused. ``commit=False`` is for
+        a partition that another member holds by now: its commits are not ours to overwrite.
+        """
+        with self._lock:
+            state = self._held.get(partition)
+            if state is None:
+                return
+            state.releasing = True
+            self._lock.wait_for(lambda: state.batch is None, wait_s)
+            state.batch = None
+        try:
+            if commit and state.committed != state.confirmed:
+                self._gate.call(lambda: self._commits.commit([state]))
+        finally:
+            with self._lock:
+                self._held.pop(partition, None)
+            self._gate.call(lambda: self._unassign(partition))
+
+    def offsets(self) -> list[tuple[TopicPartition, int, int | None, int | None, float]]:
+        """(partition, confirmed, committed, high, updated) for every held partition."""
+        with self._lock:
+            return [
+                (s.partition, s.confirmed, s.committed, s.high, s.updated_s)
+                for s in self._held.values()
+            ]
+
+    def take_batch(self, timeout_s: float) -> Batch | int:
+        """The next batch, round robin over partitions; else why not (406/407/408)."""
+        deadline = Deadline(timeout_s)
+        while True:
+            with self._lock:
+                self._failures.raise_once()
+                while self._ready:
+                    state = self._held.get(self._ready.popleft())
+                    if state is not None and state.can_hand_out:
+                        return self._hand_out(state)
+                left = deadline.left_s()
+                if left <= 0 or self._stopping.is_set():
+                    return why_nothing(self._held.values())
+                fetching = any(not s.paused for s in self._held.values())
+            fetch = partial(self._fetch_once, min(left, _CONSUME_WAIT_S))
+            if fetching and self._gate.try_fetch(fetch):
+                continue
+            with self._lock:
+                if not self._ready:  # what another thread fetched meanwhile is not waited for
+                    self._lock.wait(min(left, _CONSUME_WAIT_S))
+
+    def settle(
+        self, partition: TopicPartition, token: int, consumed: bool
+    ) -> tuple[int, bool] | None:
+        """Confirm or roll back the batch ``token``; None if it is not out any more.
+
+        Returns the confirmed position and whether it is committed already.
+        """
+        with self._lock:
+            state = self._held.get(partition)
+            if state is None or state.batch is None or state.batch.token != token:
+                return None
+            batch, state.batch = state.batch, None
+            state.updated_s = time.time()
+            if consumed:
+                state.confirmed = batch.end
+                if state.buffer and not state.releasing:
+                    self._ready.append(partition)
+            else:
+                state.drop_buffer()
+                state.rewinding = True  # nothing fetched before the rewind may be buffered
+            self._lock.notify_all()
+        if not consumed:
+            self._gate.call(lambda: self._rewind(state, batch.start))
+            return state.confirmed, state.committed == state.confirmed
+        if self._settings.commit == "sync":
+            try:
+                self._gate.call(lambda: self._commits.commit([state]))
+            except GroupInUseError:
+                raise
+            except KafkaClientError as error:
+                # Confirmed all the same: the fetch thread commits it once Kafka answers.
+                _log.warning("commit failed; will retry", error=str(error))
+                return batch.end, False
+            return batch.end, True
+        self._resume_if_drained(state)
+        return batch.end, False
+
+    def _hand_out(self, state: HeldPartition) -> Batch:
+        batch = state.hand_out(self._batch_max, next(self._tokens), self._settings.filter_header)
+        self._resume_if_drained(state)
+        return batch
+
+    def _resume_if_drained(self, state: HeldPartition) -> None:
+        if state.paused and state.buffered < self._buffer_max // 2:
+            self._gate.submit(lambda: self._resume(state))
+
+    def flush(self) -> None:
+        """Commit every confirmed position not yet committed."""
+        self._gate.call(lambda: self._commits.commit_due(self._states()))
+
+    def _states(self) -> list[HeldPartition]:
+        with self._lock:
+            return list(self._held.values())
+
+    def _fetch_once(self, wait_s: float) -> None:
+        if threading.current_thread() is not self._thread:
+            self._last_caller_fetch_s = time.monotonic()
+        try:
+            messages = self._consumer.consume(num_messages=self._batch_max, timeout=wait_s)
+        except KafkaException as error:
+            _log.warning("consume failed", error=str(error))
+            return
+        if messages:
+            self._distribute(messages)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                fetching = any(not s.paused for s in self._held.values())
+            callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
+            if self._gate.has_commands or (fetching and not callers_fetch):
+                if not self._gate.try_fetch(partial(self._fetch_once, _CONSUME_WAIT_S)):
+                    self._wake.wait(_CONSUME_WAIT_S)
+            else:
+                self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
+            self._wake.clear()
+            self._commits.on_interval(self._states, self._gate.call, self._failures.store)
+
+    def _distribute(self, messages: list[Any]) -> None:
+        if any(map(Message.error, messages)):
+            messages = self._fetch_errors.drop(messages)
+        to_pause = []
+        with self._lock:
+            start = 0
+            for key, length in split_runs(messages, self._topics_assigned):
+                run = messages[start : start + length]
+                start += length
+                state = self._held.get(key)  # type: ignore[call-overload]  # a plain tuple matches
+                if state is None or state.releasing or state.rewinding:
+                    continue
+                if not state.buffer and state.batch is None:
+                    self._ready.append(state.partition)
+                if state.add_run(run, length, self._buffer_max):
+                    to_pause.append(state.partition)
+            self._lock.notify_all()
+        if to_pause:
+            self._consumer.pause([kafka_tp(tp) for tp in to_pause])
+
+    def _resume(self, state: HeldPartition) -> None:
+        with self._lock:
+            if not state.paused or state.partition not in self._held:
+                return
+            state.paused = False
+        self._consumer.resume([kafka_tp(state.partition)])
+
+    def _rewind(self, state: HeldPartition, position: int) -> None:
+        tp = kafka_tp(state.partition)
+        self._consumer.incremental_unassign([tp])
+        with self._lock:
+            state.drop_buffer()
+            state.paused = False
+            state.rewinding = False
+        if state.partition in self._held:
+            self._consumer.incremental_assign([kafka_tp(state.partition, position)])
+            self._consumer.resume([tp])  # it may have been paused: see the end of _hold
+
+    def _unassign(self, partition: TopicPartition) -> None:
+        with contextlib.suppress(KafkaException):  # it was never assigned, or already gone
+            self._consumer.incremental_unassign([kafka_tp(partition)])
+
+    def refresh_highs(self) -> None:
+        """Update each held partition's high watermark from the client's cache (no I/O)."""
+        self._gate.call(lambda: _refresh_highs(self._consumer, self._states(), self._lock))
+
+    def _on_kafka_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._failures.store(from_kafka_exception(KafkaException(error), "consuming"))
+        else:
+            _log.info("kafka client reports", error=str(error))
+
+    def raise_failure(self) -> None:
+        """Raise (once) an error the fetch thread met since the last call."""
+        self._failures.raise_once()
+
+    def close(self, release_wait_s: float) -> None:
+        """Release every partition (committing confirmed positions), stop, close the client."""
+        errors: list[BaseException] = []
+        # One deadline for all batches out, not one per partition: they are confirmed (or not)
+        # in parallel by the application's threads.
+        with self._lock:
+            for state in self._held.values():
+                state.releasing = True
+            self._lock.wait_for(
+                lambda: all(s.batch is None for s in self._held.values()), release_wait_s
+            )
+        for partition in sorted(self.held()):
+            try:
+                self.release(partition, 0.0)
+            except ClientBalanceError as error:
+                errors.append(error)
+        self._stopping.set()
+        self._wake.set()
+        with self._lock:
+            self._lock.notify_all()
+        self._thread.join()
+        self._gate.close(self._consumer.close)
+        if errors:
+            raise errors[0]
+
+
+def _read_starts(
+    consumer: Consumer, wanted: Iterable[TopicPartition], timeout_s: float
+) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
+    """Watermarks and the group's committed offsets of partitions about to be held."""
+    try:
+        ranges = {
+            tp: consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s) for tp in wanted
+        }
+        answers = consumer.committed([kafka_tp(tp) for tp in ranges], timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, "reading offsets to start from") from error
+    committed = {
+        TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+        for tp in answers
+    }
+    return ranges, committed
+
+
+def _refresh_highs(
+    consumer: Consumer, states: Iterable[HeldPartition], lock: threading.Condition
+) -> None:
+    for state in states:
+        try:
+            _, high = consumer.get_watermark_offsets(kafka_tp(state.partition), cached=True)
+        except KafkaException:
+            continue
+        with lock:
+            if high >= 0:
+                state.high = int(high)

@@ -1,0 +1,55 @@
+"""Joining the group at ``start()``: no ``subscribe()`` members, and a place on the status topic."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+
+from client_balance._kafka import group_members
+from client_balance.consumer._setup import MemberSetup
+from client_balance.errors import GroupInUseError
+from client_balance.membership import MemberReport, StatusMember
+
+__all__ = ["join_group"]
+
+
+def join_group(
+    setup: MemberSetup,
+    describe: Callable[[], MemberReport],
+    *,
+    on_change: Callable[[], None],
+    on_fenced: Callable[[bool], None],
+) -> StatusMember:
+    """Check the Kafka group for subscribe() members and join the status topic, at once.
+
+    The two are independent round trips, so they run side by side: ``start()`` is on the path
+    to the first message. Raises 429/430 if a live member contradicts this one, and
+    :class:`GroupInUseError` if anyone ``subscribe()``s with the group id.
+    """
+    settings = setup.settings
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        described = pool.submit(
+            group_members,
+            settings.bootstrap_servers,
+            settings.group_id,
+            timeout_s=settings.request_timeout_s,
+            kafka=settings.admin_config(),
+        )
+        status = StatusMember(
+            settings, setup.consumer_id, describe, on_change=on_change, on_fenced=on_fenced
+        )
+        try:
+            status.join()
+            status.check_group(setup.source_count, setup.node_id, setup.mode.value)
+            members = described.result()
+        except BaseException:
+            status.leave()
+            raise
+    if members:
+        status.leave()
+        raise GroupInUseError(
+            f"group {settings.group_id!r} has subscribe() members {members}; "
+            "client-balanced consumers need a group id that nobody subscribes with",
+            group_id=settings.group_id,
+        )
+    return status

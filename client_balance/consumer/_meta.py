@@ -1,0 +1,82 @@
+"""The partition meta set: every configured partition with its leader, refreshed on demand."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from client_balance._kafka import PartitionLayout, topic_layouts
+from client_balance.consumer._results import PartitionMeta
+from client_balance.keys import TopicPartition
+
+__all__ = ["MetaCache"]
+
+
+class MetaCache:
+    """The configured partitions of the subscribed topics, as the last metadata query saw them.
+
+    Also remembers when each partition was first seen, so that partitions appearing while the
+    consumer runs can start at their beginning (see ``from_earliest``).
+    """
+
+    def __init__(
+        self,
+        topics: Mapping[str, object],
+        query: Callable[[], Any],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._topics = tuple(topics)
+        self._query = query
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._meta: dict[TopicPartition, PartitionMeta] = {}
+        self._refreshed_s: float | None = None
+        self._first_seen_s: dict[TopicPartition, float] = {}
+        self.started_s = clock()
+
+    def refresh(self, max_age_s: float) -> None:
+        """Query metadata unless the set is younger than ``max_age_s``."""
+        if self._refreshed_s is not None and self._clock() - self._refreshed_s < max_age_s:
+            return
+        meta = _meta_of(topic_layouts(self._query(), self._topics))
+        with self._lock:
+            self._meta = meta
+            self._refreshed_s = now = self._clock()
+            for partition in meta:
+                self._first_seen_s.setdefault(partition, now)
+
+    def snapshot(self) -> dict[TopicPartition, PartitionMeta]:
+        """The meta set as it stands."""
+        with self._lock:
+            return dict(self._meta)
+
+    def get(self, partition: TopicPartition) -> PartitionMeta | None:
+        """The partition's meta, or None if the set does not have it."""
+        return self._meta.get(partition)
+
+    def key(self, partition: TopicPartition) -> str:
+        """``"<leader>:<topic>:<partition>"``, with the leader last seen (-1 if unknown)."""
+        meta = self._meta.get(partition)
+        leader = meta.leader if meta is not None else -1
+        return f"{leader}:{partition.topic}:{partition.partition}"
+
+    def appeared_later(self, partition: TopicPartition, grace_s: float) -> bool:
+        """Whether ``partition`` was first seen more than ``grace_s`` after the start."""
+        seen = self._first_seen_s.get(partition, self.started_s)
+        return seen - self.started_s > grace_s
+
+
+def _meta_of(layouts: Mapping[str, PartitionLayout]) -> dict[TopicPartition, PartitionMeta]:
+    meta = {}
+    for topic in sorted(layouts):
+        for number, leader in enumerate(layouts[topic].leaders):
+            meta[TopicPartition(topic, number)] = PartitionMeta(
+                key=f"{leader}:{topic}:{number}",
+                topic=topic,
+                partition=number,
+                leader=leader,
+                subscribable=leader >= 0,
+            )
+    return meta

@@ -1,0 +1,105 @@
+"""Checks of what users hand the consumer: topics with filters, confirm contexts, group modes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from client_balance.errors import ConfigError, InvalidConfirmContextError
+from client_balance.keys import TopicPartition, check_topic_name
+from client_balance.settings import GroupMode
+
+__all__ = ["parse_context", "parse_topics", "resolve_mode"]
+
+MAX_FILTERS_PER_TOPIC = 500  # TubeMQ's limits on filter items
+MAX_FILTER_LENGTH = 256
+_CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
+# ASCII digits only: str.isdigit() also takes "²", on which int() raises a bare ValueError.
+_DECIMAL = re.compile(r"[0-9]+")
+_LEADER = re.compile(r"-1|[0-9]+")  # a broker id, or -1 for "no leader"
+_MODES = ", ".join(repr(mode.value) for mode in GroupMode)
+
+
+def resolve_mode(
+    source_count: object, node_id: object, mode: object, default: GroupMode | None
+) -> GroupMode:
+    """The group mode of ``start(topics, source_count, node_id, mode=...)``, or ConfigError.
+
+    As TubeMQ means ``sourceCount``: above 0 it is node mode, else the application decides
+    (manual). Elastic groups are asked for by name.
+    """
+    if type(source_count) is not int or type(node_id) is not int:
+        raise ConfigError(f"source_count={source_count!r} and node_id={node_id!r} must be ints")
+    chosen = mode if mode is not None else default
+    if chosen is None:
+        chosen = GroupMode.NODE if source_count > 0 else GroupMode.MANUAL
+    if not isinstance(chosen, str) or chosen not in GroupMode.__members__.values():
+        raise ConfigError(f"mode={chosen!r} is not allowed; use one of {_MODES}")
+    resolved = GroupMode(chosen)
+    if resolved is GroupMode.NODE and source_count <= 0:
+        raise ConfigError(
+            f"mode='node' needs source_count > 0, not {source_count}; a source_count <= 0 "
+            "means the application decides (mode='manual')"
+        )
+    if resolved is GroupMode.NODE and not 0 <= node_id < source_count:
+        raise ConfigError(
+            f"node_id={node_id} is not allowed with source_count={source_count}; "
+            f"use a node id in [0, {source_count - 1}]"
+        )
+    if resolved is not GroupMode.NODE and source_count > 0:
+        raise ConfigError(
+            f"source_count={source_count} is not allowed with mode={resolved.value!r}: "
+            f"{resolved.value} groups have no fixed size; leave source_count at -1, or use "
+            "mode='node'"
+        )
+    return resolved
+
+
+def parse_topics(topics: object) -> dict[str, frozenset[str] | None]:
+    """Topic names (list) or name -> filter values (mapping) as name -> frozenset or None."""
+    if isinstance(topics, str) or not isinstance(topics, (list, tuple, Mapping)):
+        raise ConfigError(
+            f"topics={topics!r} is not allowed; give a list of topic names or a mapping of "
+            "topic -> set of filter values"
+        )
+    if not topics:
+        raise ConfigError("topics is empty; subscribe to at least one topic")
+    parsed: dict[str, frozenset[str] | None] = {}
+    items = topics.items() if isinstance(topics, Mapping) else ((t, None) for t in topics)
+    for topic, filters in items:
+        name = check_topic_name(topic.strip() if isinstance(topic, str) else topic)
+        if filters is None or (not isinstance(filters, str) and len(filters) == 0):
+            parsed[name] = None
+            continue
+        if isinstance(filters, str):
+            raise ConfigError(
+                f"filters of topic {name!r} must be a set of values, not the string {filters!r}"
+            )
+        values = frozenset(str(value).strip() for value in filters)
+        if len(values) > MAX_FILTERS_PER_TOPIC:
+            raise ConfigError(
+                f"topic {name!r} has {len(values)} filter values; at most "
+                f"{MAX_FILTERS_PER_TOPIC} are allowed"
+            )
+        for value in values:
+            if not value or len(value) > MAX_FILTER_LENGTH:
+                raise ConfigError(
+                    f"filter value {value!r} of topic {name!r} is not allowed; use 1 to "
+                    f"{MAX_FILTER_LENGTH} characters"
+                )
+        parsed[name] = values
+    return parsed
+
+
+def parse_context(context: object) -> tuple[TopicPartition, int]:
+    """``"<leader>:<topic>:<partition>:<token>"`` -> (partition, token)."""
+    parts = context.split(":") if isinstance(context, str) else []
+    if len(parts) == _CONTEXT_PARTS and all(parts[1:]):
+        leader, topic, number, token = parts
+        if _LEADER.fullmatch(leader) and _DECIMAL.fullmatch(number) and _DECIMAL.fullmatch(token):
+            return TopicPartition(topic, int(number)), int(token)
+    raise InvalidConfirmContextError(
+        f"confirm context {context!r} is malformed; pass the confirm_context of a "
+        "ConsumeResult (<leader>:<topic>:<partition>:<token>)",
+        context=context,
+    )

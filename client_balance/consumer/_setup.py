@@ -1,0 +1,66 @@
+"""What a member was started as: who it is, its topics, its group mode and its rule."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from client_balance._version import __version__
+from client_balance.consumer._results import NodeContext, PartitionMeta
+from client_balance.keys import TopicPartition
+from client_balance.membership import HeldPartition, MemberReport
+from client_balance.settings import ClientBalanceSettings, GroupMode
+
+__all__ = ["CLIENT_VERSION", "Assigner", "MemberSetup", "UserTarget"]
+
+CLIENT_VERSION = f"client-balance-{__version__}"
+
+UserTarget = Iterable[str | TopicPartition] | Mapping[str | TopicPartition, int]
+"""A callback's answer: keys, or keys -> bootstrap offsets."""
+
+Assigner = Callable[[Mapping[str, PartitionMeta], NodeContext], UserTarget]
+"""A user's assignment: the meta set and this node -> keys (or keys -> bootstrap offsets)."""
+
+
+@dataclass(frozen=True)
+class MemberSetup:
+    """The member as ``start()`` made it: fixed until ``shutdown()``."""
+
+    settings: ClientBalanceSettings
+    consumer_id: str
+    topics: Mapping[str, frozenset[str] | None]
+    mode: GroupMode
+    source_count: int
+    node_id: int
+    assigner: Assigner | None
+
+    @property
+    def strategy_name(self) -> str:
+        """The strategy; elastic groups move partitions on every join and leave: sticky."""
+        if self.mode is GroupMode.ELASTIC and "strategy" not in self.settings.model_fields_set:
+            return "sticky"
+        return self.settings.strategy
+
+    def report(
+        self, offsets: Iterable[tuple[TopicPartition, int, int | None, int | None, float]]
+    ) -> MemberReport:
+        """The member's status report, holding the partitions of ``offsets``."""
+        held = {
+            f"{tp.topic}:{tp.partition}": HeldPartition(confirmed, committed, high)
+            for tp, confirmed, committed, high, _ in offsets
+        }
+        return MemberReport(
+            consumer_id=self.consumer_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            node_id=self.node_id,
+            source_count=self.source_count,
+            topics=tuple(sorted(self.topics)),
+            strategy=self.strategy_name,
+            version=CLIENT_VERSION,
+            lease_timeout_s=self.settings.lease_timeout_s,
+            held=held,
+            mode=self.mode.value,
+        )

@@ -196,7 +196,7 @@ class ClientBalanceConsumer:
         with self._state_lock:
             if self._state == _RUNNING:
                 raise ConfigError("the consumer is running already; shut it down first")
-            if self._state == _STOPPED:
+            if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
             fetcher = Fetcher(self._settings)
             meta = MetaCache(parsed, fetcher.metadata)

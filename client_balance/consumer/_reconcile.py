@@ -164,10 +164,19 @@ class PartitionKeeper:
     def disconnect(self, partition: TopicPartition) -> None:
         """Release one partition: commit confirmed progress, roll back a batch that is out."""
         with self._lock:
-            was_held = partition in self._fetcher.held()
+            if partition in self._fetcher.held():
+                self._release(partition)
+            else:
+                self._fetcher.release(partition, RELEASE_WAIT_S)
+
+    def _release(self, partition: TopicPartition) -> None:
+        # Withdrawn even when the final commit fails: the partition is no longer fetched, and a
+        # claim left behind would refuse every other member with 410 until this one stops.
+        # What was confirmed but not committed comes again to the next holder.
+        try:
             self._fetcher.release(partition, RELEASE_WAIT_S)
-            if was_held:
-                self._withdraw({partition})
+        finally:
+            self._withdraw({partition})
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         for partition in wanted:
@@ -180,7 +189,9 @@ class PartitionKeeper:
             if offset >= 0:
                 return min(max(offset, low), high), True
             if committed is None:
-                return (low if self._from_earliest(partition) else high), False
+                # Committed at once: a crash before the first confirm must not let the next
+                # holder resolve "latest" again, later, and skip what arrived meanwhile.
+                return (low if self._from_earliest(partition) else high), True
             return min(max(committed, low), high), False
 
         claimed = self._claim(wanted, shown_key)
@@ -264,8 +275,7 @@ class PartitionKeeper:
             held = self._fetcher.held()
             unusable = {tp for tp in held if tp not in meta or not meta[tp].subscribable}
             for partition in sorted((held - target.keys()) | unusable):
-                self._fetcher.release(partition, RELEASE_WAIT_S)
-                self._withdraw({partition})
+                self._release(partition)
                 _log.info("partition released", partition=str(partition))
             wanted = {
                 tp: RESUME_OFFSET if tp in self._bootstrapped else target[tp]

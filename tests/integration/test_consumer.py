@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ from client_balance import (
     PartitionMeta,
     TopicPartition,
 )
+from tests.integration.workers import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -389,3 +391,52 @@ def test_manual_mode_with_a_callback_holds_the_callbacks_answer(
         assert consumer.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:2"}
     assert contexts[0].mode == "manual"
     assert (contexts[0].source_count, contexts[0].node_id) == (-1, 0)
+
+
+def test_a_resolved_start_is_committed_when_the_partition_is_registered(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A -1 start resolved to "latest" is committed at once, so a crash cannot skip later data.
+
+    Before the fix the position was committed only by the interval flush: a member killed
+    within ``commit_interval_s`` left nothing committed, and its successor resolved "latest"
+    again, later, skipping everything written in between.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [b"before"] * 100)
+    consumer = make_consumer(start_position="latest", commit="interval", commit_interval_s=3600.0)
+    consumer.start([topic], source_count=-1, node_id=0)
+    consumer.connect(f"{topic}:0")
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 100
+
+
+def test_start_during_shutdown_is_refused(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """start() while shutdown() waits for a batch raises 420 instead of leaking a new fetcher."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [b"x"] * 10)
+    fetch_threads_before = _fetch_threads()
+    consumer = make_consumer()
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = consumer.get_message(timeout_s=30)  # out and unconfirmed: shutdown() waits for it
+    stopping = threading.Thread(target=consumer.shutdown)
+    stopping.start()
+    try:
+        wait_until(consumer.is_shutdown, 10, "shutdown() to begin")
+        with pytest.raises(NotStartedError, match="shut down"):
+            consumer.start([topic], source_count=1, node_id=0)
+        consumer.confirm(batch.confirm_context)  # lets shutdown() finish at once
+    finally:
+        stopping.join(30)
+    assert not stopping.is_alive()
+    assert consumer.is_shutdown()
+    assert _fetch_threads() == fetch_threads_before  # no second fetcher left running
+
+
+def _fetch_threads() -> int:
+    return sum(t.name == "client-balance-fetch" and t.is_alive() for t in threading.enumerate())

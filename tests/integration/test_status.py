@@ -22,6 +22,7 @@ from client_balance import (
     ConfigError,
     DuplicateNodeIdError,
     InconsistentSourceCountError,
+    KafkaClientError,
     PartitionOccupiedError,
     admin,
 )
@@ -176,6 +177,39 @@ def test_connect_of_a_partition_held_by_a_live_member_raises_410(
     first.disconnect(f"{topic}:1")
     second.connect(f"{topic}:1")  # released: now it is free too
     assert second.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:1"}
+
+
+def test_a_release_whose_commit_fails_still_withdraws_the_claim(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The claim goes even when the final commit fails, so the partition is not stranded.
+
+    Before the fix the failed commit skipped the withdrawal: every other member got 410 for as
+    long as the releasing member lived.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    first = make_member(commit="interval", commit_interval_s=3600.0)
+    second = make_member()
+    first.start([topic], source_count=0)
+    second.start([topic], source_count=0)
+    first.connect(f"{topic}:0")
+    batch = first.get_message(timeout_s=30)
+    first.confirm(batch.confirm_context)  # confirmed, not committed: the release must commit
+    assert first._run is not None
+    committer = first._run.fetcher._commits  # internal: inject one failing commit
+
+    def refused(states: object) -> None:
+        raise KafkaClientError("injected", kafka_code=-1, kafka_name="INJECTED")
+
+    committer.commit = refused  # type: ignore[method-assign]
+    with pytest.raises(KafkaClientError, match="injected"):
+        first.disconnect(f"{topic}:0")
+    assert first.registered_partitions() == set()
+    second.connect(f"{topic}:0")  # no 410: the claim was withdrawn
+    assert second.registered_partitions() == {f"1:{topic}:0"}
 
 
 # ---------------------------------------------------------------------------- group checks

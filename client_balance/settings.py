@@ -229,7 +229,10 @@ class ClientBalanceSettings(BaseSettings):
             "group.protocol": "classic",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": self.start_position,
+            # Never librdkafka's own reset: it would skip messages that still exist without a
+            # word. Starts are chosen explicitly; a position that retention deleted is
+            # restarted at the log start by the fetcher, which reports what was lost.
+            "auto.offset.reset": "error",
         }
 
     def admin_config(self) -> dict[str, KafkaValue]:

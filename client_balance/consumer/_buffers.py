@@ -10,13 +10,13 @@ from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any
+from typing import Any, NamedTuple
 
 from client_balance._kafka import KafkaError, Message
 from client_balance._logging import get_logger
 from client_balance.keys import TopicPartition
 
-__all__ = ["Batch", "FetchErrors", "HeldPartition", "split_runs", "why_nothing"]
+__all__ = ["Batch", "FetchErrors", "HeldPartition", "Positions", "split_runs", "why_nothing"]
 
 _log = get_logger("fetch")
 _ERROR_LOG_EVERY_S = 60.0
@@ -37,6 +37,17 @@ class Batch:
     high: int | None
 
 
+class Positions(NamedTuple):
+    """Where a held partition stands: a snapshot for reports and ``offset_infos()``."""
+
+    partition: TopicPartition
+    confirmed: int
+    committed: int | None
+    high: int | None
+    updated_s: float
+    lost_to_retention: int
+
+
 @dataclass(slots=True)
 class HeldPartition:
     """A partition the fetcher holds: positions, buffered runs, the batch out, flags."""
@@ -54,6 +65,8 @@ class HeldPartition:
     rewinding: bool = False
     high: int | None = None
     updated_s: float = field(default_factory=time.time)
+    lost_to_retention: int = 0
+    """Offsets retention deleted before they were delivered (see ``_retention``)."""
 
     @property
     def can_hand_out(self) -> bool:
@@ -141,16 +154,24 @@ class FetchErrors:
         self._last = ""
         self._last_s = 0.0
 
-    def drop(self, messages: list[Any]) -> list[Any]:
-        """The messages without error events (end-of-partition events dropped silently)."""
-        kept = []
+    def drop(
+        self, messages: list[Any]
+    ) -> tuple[list[Any], list[tuple[str | None, int | None, int | None]]]:
+        """The messages without error events, and the partitions fetched out of range.
+
+        The second list has (topic, partition, position) for each partition whose position is
+        no longer in the log (retention deleted past it). End-of-partition events go silently.
+        """
+        kept, out_of_range = [], []
         for message in messages:
             error = message.error()
             if error is None:
                 kept.append(message)
+            elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                out_of_range.append((message.topic(), message.partition(), message.offset()))
             elif error.code() != KafkaError._PARTITION_EOF:
                 self._log(str(error), message.topic())
-        return kept
+        return kept, out_of_range
 
     def _log(self, text: str, topic: str | None) -> None:
         now = self._clock()

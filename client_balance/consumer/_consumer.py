@@ -367,10 +367,12 @@ class ClientBalanceConsumer:
         run = self._running()
         run.fetcher.refresh_highs()
         infos = {}
-        for partition, confirmed, committed, high, updated in run.fetcher.offsets():
-            key = run.meta.key(partition)
-            lag = None if high is None else max(high - confirmed, 0)
-            infos[key] = OffsetInfo(key, confirmed, committed, high, lag, updated)
+        for at in run.fetcher.offsets():
+            key = run.meta.key(at.partition)
+            lag = None if at.high is None else max(at.high - at.confirmed, 0)
+            infos[key] = OffsetInfo(
+                key, at.confirmed, at.committed, at.high, lag, at.updated_s, at.lost_to_retention
+            )
         return infos
 
     def commit(self) -> None:

@@ -41,16 +41,18 @@ from client_balance.consumer._buffers import (
     Batch,
     FetchErrors,
     HeldPartition,
+    Positions,
     split_runs,
     why_nothing,
 )
 from client_balance.consumer._client import ClientGate
 from client_balance.consumer._commits import Committer
+from client_balance.consumer._retention import restart_out_of_range
 from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["Batch", "Fetcher", "StartChooser"]
+__all__ = ["Batch", "Fetcher", "Positions", "StartChooser"]
 
 _log = get_logger("fetch")
 
@@ -173,13 +175,14 @@ class Fetcher:
                 self._held.pop(partition, None)
             self._gate.call(lambda: self._unassign(partition))
 
-    def offsets(self) -> list[tuple[TopicPartition, int, int | None, int | None, float]]:
-        """(partition, confirmed, committed, high, updated) for every held partition."""
+    def offsets(self) -> list[Positions]:
+        """Where every held partition stands."""
         with self._lock:
             return [
-                (s.partition, s.confirmed, s.committed, s.high, s.updated_s)
+                Positions(s.partition, s.confirmed, s.committed, s.high, s.updated_s,
+                          s.lost_to_retention)
                 for s in self._held.values()
-            ]
+            ]  # fmt: skip
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
@@ -282,7 +285,8 @@ class Fetcher:
 
     def _distribute(self, messages: list[Any]) -> None:
         if any(map(Message.error, messages)):
-            messages = self._fetch_errors.drop(messages)
+            messages, out_of_range = self._fetch_errors.drop(messages)
+            restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s)
         to_pause = []
         with self._lock:
             start = 0

@@ -61,6 +61,8 @@ class OffsetInfo:
     """``high - current`` when the high watermark is known."""
     updated_s: float
     """``time.time()`` of the last change."""
+    lost_to_retention: int = 0
+    """Offsets that retention deleted before they were delivered, while this member held it."""
 
 
 @dataclass(frozen=True, slots=True)

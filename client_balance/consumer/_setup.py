@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from client_balance._version import __version__
+from client_balance.consumer._buffers import Positions
 from client_balance.consumer._results import NodeContext, PartitionMeta
 from client_balance.keys import TopicPartition
 from client_balance.membership import HeldPartition, MemberReport
@@ -43,13 +44,13 @@ class MemberSetup:
             return "sticky"
         return self.settings.strategy
 
-    def report(
-        self, offsets: Iterable[tuple[TopicPartition, int, int | None, int | None, float]]
-    ) -> MemberReport:
+    def report(self, offsets: Iterable[Positions]) -> MemberReport:
         """The member's status report, holding the partitions of ``offsets``."""
         held = {
-            f"{tp.topic}:{tp.partition}": HeldPartition(confirmed, committed, high)
-            for tp, confirmed, committed, high, _ in offsets
+            f"{at.partition.topic}:{at.partition.partition}": HeldPartition(
+                at.confirmed, at.committed, at.high
+            )
+            for at in offsets
         }
         return MemberReport(
             consumer_id=self.consumer_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -440,3 +441,48 @@ def test_start_during_shutdown_is_refused(
 
 def _fetch_threads() -> int:
     return sum(t.name == "client-balance-fetch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_retention_past_the_position_skips_only_what_was_removed(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Records deleted past a lagging position: delivery resumes at the new log start.
+
+    Before the fix librdkafka's auto.offset.reset ("latest" by default) jumped to the high
+    watermark, so messages that still existed were never delivered and then committed over.
+    """
+    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_FLOOR", 0)
+    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_BATCHES", 2)
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(2_000)])
+    consumer = make_consumer(
+        batch_max_messages=10,
+        start_position="latest",
+        kafka={"fetch.message.max.bytes": 1024, "queued.max.messages.kbytes": 1},
+    )
+    consumer.start([topic], source_count=0)
+    consumer.connect(f"{topic}:0", bootstrap_offset=0)
+    first = consumer.get_message(timeout_s=10)
+    consumer.confirm(first.confirm_context)
+    wait_paused(consumer, topic)  # the position lags far behind the end now
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 1_500)]).values():
+        future.result(timeout=30)
+
+    delivered: set[int] = set()
+    with caplog.at_level(logging.WARNING, logger="client_balance"):
+        while 1_999 not in delivered:
+            batch = consumer.get_message(timeout_s=10)
+            delivered.update(offset for offset in offsets_of(batch) if offset is not None)
+            consumer.confirm(batch.confirm_context)
+    assert set(range(1_500, 2_000)) <= delivered  # everything that still exists
+    consumer.commit()
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 2_000
+    removed = [r for r in caplog.records if r.getMessage().startswith("retention removed")]
+    assert removed, "the skipped range must be reported"
+    info = consumer.offset_infos()[f"1:{topic}:0"]
+    assert 0 < info.lost_to_retention <= 1_500 - 10

@@ -109,7 +109,7 @@ def test_consumer_config_is_assign_only() -> None:
     assert config["enable.auto.commit"] is False
     assert config["enable.auto.offset.store"] is False
     assert config["group.protocol"] == "classic"
-    assert config["auto.offset.reset"] == "earliest"
+    assert config["auto.offset.reset"] == "error"  # the fetcher handles out-of-range itself
     assert config["group.id"] == "billing"
     assert config["fetch.wait.max.ms"] == 50
     assert "fetch.wait.max.ms" not in settings.admin_config()

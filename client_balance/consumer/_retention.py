@@ -1,0 +1,68 @@
+"""Retention overtaking a held partition: restart at the log start, report what was lost.
+
+The fetching client runs with ``auto.offset.reset=error``: librdkafka's own reset would jump
+to "latest" (or "earliest") without a word, and the next confirm would commit over messages
+that still existed and were never delivered. Instead the fetch error names the partition and
+the position, and the fetcher restarts the partition at the log start itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from client_balance._kafka import Consumer, KafkaException, kafka_tp
+from client_balance._logging import get_logger
+from client_balance.consumer._buffers import HeldPartition
+from client_balance.keys import TopicPartition
+
+__all__ = ["restart_at_log_start", "restart_out_of_range"]
+
+_log = get_logger("fetch")
+
+
+def restart_at_log_start(
+    consumer: Consumer, state: HeldPartition, position: int, timeout_s: float
+) -> None:
+    """Fetch ``state``'s partition again from its log start; count the offsets retention took.
+
+    Called holding the client lock. Messages already buffered stay: they were read before the
+    deletion. If the log start cannot be read now, the partition is assigned at ``position``
+    again, which fails the same way and brings the fetcher back here on a later fetch.
+    """
+    tp = kafka_tp(state.partition)
+    try:
+        low, _ = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+    except KafkaException as error:
+        _log.warning(
+            "could not read the log start", partition=str(state.partition), error=str(error)
+        )
+        low = position
+    restart = max(int(low), position)
+    lost = restart - position
+    if lost:
+        state.lost_to_retention += lost
+        _log.warning(
+            "retention removed messages before they were delivered",
+            partition=str(state.partition),
+            first_lost=position,
+            lost=lost,
+            restart_at=restart,
+        )
+    consumer.incremental_unassign([tp])
+    consumer.incremental_assign([kafka_tp(state.partition, restart)])
+    consumer.resume([tp])  # a pause survives unassign and assign (see Fetcher._hold)
+
+
+def restart_out_of_range(
+    consumer: Consumer,
+    held: Mapping[TopicPartition, HeldPartition],
+    out_of_range: Iterable[tuple[str | None, int | None, int | None]],
+    timeout_s: float,
+) -> None:
+    """Restart each held partition that a fetch found out of range (``FetchErrors.drop``)."""
+    for topic, number, position in out_of_range:
+        if topic is None or number is None or position is None:
+            continue
+        state = held.get(TopicPartition(topic, number))
+        if state is not None and not (state.releasing or state.rewinding):
+            restart_at_log_start(consumer, state, position, timeout_s)

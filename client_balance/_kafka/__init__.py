@@ -4,7 +4,8 @@
 - ``_errors``: librdkafka errors -> :class:`~client_balance.errors.KafkaClientError`,
   ``timed_out()``, the transient codes
 - ``_retry``: every retry and wait, declared on tenacity
-- ``_admin``: readiness probes, group membership, topics, partition metadata
+- ``_admin``: readiness probes, group membership, topics
+- ``_metadata``: partition leaders and topic ids
 - ``_offsets``: a group's offsets without joining it
 - ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
 
@@ -16,12 +17,12 @@ types through this namespace, so a grep for ``confluent_kafka`` finds only this 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Message
 
 from client_balance._kafka._admin import (
-    PartitionLayout,
     cluster_answers,
     create_topics,
     ensure_topic,
     group_members,
-    topic_layouts,
+    partition_leader,
+    wait_for_brokers,
     wait_for_group_coordinator,
 )
 from client_balance._kafka._clients import (
@@ -41,6 +42,7 @@ from client_balance._kafka._errors import (
     is_transient,
     timed_out,
 )
+from client_balance._kafka._metadata import PartitionLayout, TopicIds, topic_layouts
 from client_balance._kafka._offsets import commit_offsets, offsets_for_times, partition_offsets
 from client_balance._kafka._ranges import read_ranges
 from client_balance._kafka._retry import (
@@ -64,6 +66,7 @@ __all__ = [
     "KafkaException",
     "Message",
     "PartitionLayout",
+    "TopicIds",
     "admin_client",
     "call_until_transient_passes",
     "cluster_answers",
@@ -77,6 +80,7 @@ __all__ = [
     "is_transient",
     "kafka_tp",
     "offsets_for_times",
+    "partition_leader",
     "partition_offsets",
     "producer_client",
     "read_ranges",
@@ -84,6 +88,7 @@ __all__ = [
     "retry_immediately",
     "timed_out",
     "topic_layouts",
+    "wait_for_brokers",
     "wait_for_group_coordinator",
     "wait_until",
 ]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -18,46 +16,24 @@ from confluent_kafka.cimpl import NewTopic  # admin re-exports it without __all_
 
 from client_balance._kafka._clients import admin_client, group_client
 from client_balance._kafka._errors import from_kafka_exception, timed_out
+from client_balance._kafka._metadata import topic_layouts
 from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, wait_until
 from client_balance.errors import ConfigError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
 __all__ = [
-    "PartitionLayout",
     "cluster_answers",
     "create_topics",
     "ensure_topic",
     "group_members",
-    "topic_layouts",
+    "partition_leader",
+    "wait_for_brokers",
     "wait_for_group_coordinator",
 ]
 
 _PROBE_GROUP = "__client_balance_probe"
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLayout:
-    """A topic's partitions as metadata reports them: leader per partition (-1 = none)."""
-
-    leaders: tuple[int, ...]
-
-
-def topic_layouts(metadata: Any, topics: Iterable[str]) -> dict[str, PartitionLayout]:
-    """Partition leaders per topic from a metadata answer; an unknown topic has no partitions."""
-    layouts = {}
-    for topic in topics:
-        found = metadata.topics.get(topic)
-        if found is None or (found.error is not None and not found.partitions):
-            layouts[topic] = PartitionLayout(())
-            continue
-        count = max(found.partitions) + 1 if found.partitions else 0
-        leaders = [-1] * count
-        for number, partition in found.partitions.items():
-            leaders[number] = -1 if partition.error is not None else partition.leader
-        layouts[topic] = PartitionLayout(tuple(leaders))
-    return layouts
 
 
 def cluster_answers(
@@ -250,3 +226,55 @@ def _config_of(
         timeout=timeout_s
     )
     return {key: str(entries[key].value or "") for key in keys if key in entries}
+
+
+def wait_for_brokers(
+    bootstrap_servers: str,
+    node_ids: Iterable[int],
+    *,
+    timeout_s: float,
+    keep_waiting: Callable[[], bool] = lambda: True,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> bool:
+    """Poll until metadata lists every broker of ``node_ids``: True, or False at timeout.
+
+    Metadata lists the brokers that are registered and unfenced, so a node that restarts is
+    listed again once it has caught up with the cluster. ``keep_waiting`` as for
+    :func:`cluster_answers`.
+    """
+    wanted = frozenset(node_ids)
+    probe = admin_client(
+        bootstrap_servers, kafka, {"log_level": 0, "reconnect.backoff.max.ms": 100}
+    )
+
+    def listed() -> bool:
+        try:
+            metadata = probe.list_topics(timeout=min(1.0, timeout_s))
+        except KafkaException:
+            return False
+        return wanted <= set(metadata.brokers)
+
+    return wait_until(
+        listed, timeout_s=timeout_s, interval_s=METADATA_POLL_S, keep_waiting=keep_waiting
+    )
+
+
+def partition_leader(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    timeout_s: float = 10.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> int:
+    """The node id leading ``topic``'s ``partition`` now, as metadata answers; -1 for none.
+
+    -1 also stands for a topic or partition the cluster does not know.
+    """
+    admin = admin_client(bootstrap_servers, kafka, {"log_level": 0})
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"reading the leader of {topic}[{partition}]") from None
+    leaders = topic_layouts(metadata, [topic])[topic].leaders
+    return leaders[partition] if 0 <= partition < len(leaders) else -1

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from client_balance._kafka import wait_until
+from client_balance._kafka import TopicIds, wait_until
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
 from client_balance.consumer._fetch import Fetcher
@@ -199,7 +199,12 @@ class ClientBalanceConsumer:
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
             fetcher = Fetcher(self._settings)
-            meta = MetaCache(parsed, fetcher.metadata)
+            topic_ids = TopicIds(
+                self._settings.bootstrap_servers,
+                self._settings.admin_config(),
+                self._settings.request_timeout_s,
+            )
+            meta = MetaCache(parsed, fetcher.metadata, topic_ids)
             keeper = PartitionKeeper(setup, fetcher, meta)
             reconciler = Reconciler(keeper.round, self._settings.reconcile_interval_s)
             try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from client_balance._kafka import PartitionLayout, topic_layouts
@@ -18,17 +18,21 @@ class MetaCache:
     """The configured partitions of the subscribed topics, as the last metadata query saw them.
 
     Also remembers when each partition was first seen, so that partitions appearing while the
-    consumer runs can start at their beginning (see ``from_earliest``).
+    consumer runs can start at their beginning (see ``appeared_later``), and each topic's id,
+    so that a topic deleted and created again under the same name is told apart.
     """
 
     def __init__(
         self,
         topics: Mapping[str, object],
         query: Callable[[], Any],
+        topic_ids: Callable[[Iterable[str]], dict[str, str]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._topics = tuple(topics)
         self._query = query
+        self._topic_ids = topic_ids
+        self._ids: dict[str, str] = {}
         self._clock = clock
         self._lock = threading.Lock()
         self._meta: dict[TopicPartition, PartitionMeta] = {}
@@ -46,6 +50,22 @@ class MetaCache:
             self._refreshed_s = now = self._clock()
             for partition in meta:
                 self._first_seen_s.setdefault(partition, now)
+
+    def recreated_topics(self) -> set[str]:
+        """Topics whose id changed since the last call: deleted and created again.
+
+        Their partitions count as first seen now. The first call only records the ids.
+        """
+        ids = self._topic_ids(self._topics)
+        recreated = {t for t, topic_id in ids.items() if self._ids.get(t, topic_id) != topic_id}
+        self._ids.update(ids)
+        if recreated:
+            now = self._clock()
+            with self._lock:
+                for partition in self._meta:
+                    if partition.topic in recreated:
+                        self._first_seen_s[partition] = now
+        return recreated
 
     def snapshot(self) -> dict[TopicPartition, PartitionMeta]:
         """The meta set as it stands."""

@@ -154,6 +154,9 @@ class PartitionKeeper:
         # Partitions already started at a pinned or callback offset: re-registering them (after
         # a leader came back, say) resumes the group's position instead of going back there.
         self._bootstrapped: set[TopicPartition] = set()
+        # Partitions of topics deleted and created again: registered from their log start,
+        # whatever was committed (positions of the old topic mean nothing in the new one).
+        self._from_log_start: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ register / release
     def connect(self, partition: TopicPartition, offset: int, shown_key: str) -> None:
@@ -186,6 +189,8 @@ class PartitionKeeper:
             partition: TopicPartition, committed: int | None, low: int, high: int
         ) -> tuple[int, bool]:
             offset = wanted[partition]
+            if partition in self._from_log_start:
+                return low, True
             if offset >= 0:
                 return min(max(offset, low), high), True
             if committed is None:
@@ -205,6 +210,7 @@ class PartitionKeeper:
             if self.status is not None:
                 self.status.report_soon()
         self._bootstrapped.update(tp for tp, offset in claimed.items() if offset >= 0)
+        self._from_log_start.difference_update(self._fetcher.held())
 
     def _check_registrable(self, partition: TopicPartition, shown_key: str) -> None:
         meta = self._meta.get(partition)
@@ -284,6 +290,23 @@ class PartitionKeeper:
             }
             if wanted and not self.stopping:
                 self._register(wanted)
+            # After registering, so that the first round (on the way to the first message)
+            # pays no extra round trip; a topic recreated in between is caught next round.
+            for topic in sorted(self._meta.recreated_topics()):
+                self._restart_recreated(topic)
+
+    def _restart_recreated(self, topic: str) -> None:
+        _log.warning("topic deleted and created again; reading it from its start", topic=topic)
+        held = sorted(tp for tp in self._fetcher.held() if tp.topic == topic)
+        for partition in held:  # its positions belong to the old topic: nothing to commit
+            try:
+                self._fetcher.release(partition, RELEASE_WAIT_S, commit=False)
+            finally:
+                self._withdraw({partition})
+        self._bootstrapped = {tp for tp in self._bootstrapped if tp.topic != topic}
+        self._from_log_start.update(tp for tp in self._meta.snapshot() if tp.topic == topic)
+        if held and not self.stopping:
+            self._register(dict.fromkeys(held, RESUME_OFFSET))
 
     def _keep_status(self, status: StatusMember) -> bool:
         """Group checks and lapsed claims before a round; False if the round must not go on."""

@@ -31,14 +31,25 @@ def restart_at_log_start(
     """
     tp = kafka_tp(state.partition)
     try:
-        low, _ = consumer.get_watermark_offsets(tp, timeout=timeout_s)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
     except KafkaException as error:
         _log.warning(
             "could not read the log start", partition=str(state.partition), error=str(error)
         )
-        low = position
-    restart = max(int(low), position)
-    lost = restart - position
+        low = high = position
+    if position > high:
+        # Past the end: the log is another one now (its topic was deleted and created again,
+        # or an unclean election cut it back). Everything in it is new to us.
+        _log.warning(
+            "position beyond the end of the log; reading it from its start",
+            partition=str(state.partition),
+            position=position,
+            restart_at=int(low),
+        )
+        restart = int(low)
+    else:
+        restart = max(int(low), position)
+    lost = max(restart - position, 0)
     if lost:
         state.lost_to_retention += lost
         _log.warning(

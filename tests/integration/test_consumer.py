@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+import client_balance.admin
 import client_balance.consumer._fetch
 import client_balance.consumer._reconcile
 from client_balance import (
@@ -486,3 +487,51 @@ def test_retention_past_the_position_skips_only_what_was_removed(
     assert removed, "the skipped range must be reported"
     info = consumer.offset_infos()[f"1:{topic}:0"]
     assert 0 < info.lost_to_retention <= 1_500 - 10
+
+
+def test_a_topic_deleted_and_created_again_is_read_from_its_start(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """A recreated topic (a new topic id) starts at its log start, under start_position=latest.
+
+    Before the fix its partitions kept their first-seen time from the old topic, the group's
+    offsets had gone with the old topic, and "latest" skipped what the new one already held.
+    """
+    topic = new_topic(partitions=1)
+    wanted = {"on": True}
+
+    def assigner(meta: Mapping[str, PartitionMeta], context: NodeContext) -> list[str]:
+        return [f"{topic}:0"] if wanted["on"] else []
+
+    settings = kafka_settings(start_position="latest", commit="sync")
+    with ClientBalanceConsumer(settings, assigner=assigner) as consumer:
+        consumer.start([topic], source_count=-1, node_id=0)
+        assert consumer.reconcile_now(30.0)
+        produce(kafka_bootstrap, topic, [b"old"] * 3)
+        old: list[int | None] = []
+        while len(old) < 3:
+            batch = consumer.get_message(timeout_s=30)
+            old += offsets_of(batch)
+            consumer.confirm(batch.confirm_context)
+        assert old == [0, 1, 2]
+
+        wanted["on"] = False
+        assert consumer.reconcile_now(30.0)
+        assert consumer.registered_partitions() == set()
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        for future in admin.delete_topics([topic]).values():
+            future.result(timeout=30)
+        wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30, "deletion")
+        client_balance.admin.create_topics(kafka_bootstrap, {topic: 1}, exist_ok=True)
+        produce(kafka_bootstrap, topic, [f"new{i}".encode() for i in range(7)])
+
+        wanted["on"] = True
+        assert consumer.reconcile_now(30.0)
+        delivered: list[bytes | None] = []
+        while len(set(delivered)) < 7:
+            batch = consumer.get_message(timeout_s=30)
+            delivered += values_of(batch)
+            consumer.confirm(batch.confirm_context)
+        assert set(delivered) == {f"new{i}".encode() for i in range(7)}

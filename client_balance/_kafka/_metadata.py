@@ -1,0 +1,76 @@
+"""Topics as the cluster describes them: partition leaders and topic ids."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from client_balance._kafka._clients import admin_client
+from client_balance._kafka._errors import timed_out
+from client_balance.settings import KafkaValue
+
+__all__ = ["PartitionLayout", "TopicIds", "topic_layouts"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLayout:
+    """A topic's partitions as metadata reports them: leader per partition (-1 = none)."""
+
+    leaders: tuple[int, ...]
+
+
+def topic_layouts(metadata: Any, topics: Iterable[str]) -> dict[str, PartitionLayout]:
+    """Partition leaders per topic from a metadata answer; an unknown topic has no partitions."""
+    layouts = {}
+    for topic in topics:
+        found = metadata.topics.get(topic)
+        if found is None or (found.error is not None and not found.partitions):
+            layouts[topic] = PartitionLayout(())
+            continue
+        count = max(found.partitions) + 1 if found.partitions else 0
+        leaders = [-1] * count
+        for number, partition in found.partitions.items():
+            leaders[number] = -1 if partition.error is not None else partition.leader
+        layouts[topic] = PartitionLayout(tuple(leaders))
+    return layouts
+
+
+class TopicIds:
+    """Kafka's topic ids (a topic deleted and created again gets a new one), asked lazily.
+
+    The admin client is made on the first question, so a consumer that never asks (or asks
+    only after its first registration) pays nothing on its way to the first message.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, kafka: Mapping[str, KafkaValue], timeout_s: float
+    ) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._kafka = kafka
+        self._timeout_s = timeout_s
+        self._admin: AdminClient | None = None
+
+    def __call__(self, topics: Iterable[str]) -> dict[str, str]:
+        """Topic -> id for each of ``topics`` that exists now."""
+        if self._admin is None:
+            self._admin = admin_client(self._bootstrap_servers, self._kafka)
+        names = sorted(topics)
+        if not names:
+            return {}
+        futures = self._admin.describe_topics(
+            TopicCollection(names), request_timeout=self._timeout_s
+        )
+        ids = {}
+        for name, future in futures.items():
+            try:
+                ids[name] = str(future.result(timeout=self._timeout_s).topic_id)
+            except KafkaException:
+                continue  # gone (or not authorized): nothing to compare
+            except concurrent.futures.TimeoutError:
+                raise timed_out(f"describing topics {names}", self._timeout_s) from None
+        return ids

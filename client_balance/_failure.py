@@ -16,11 +16,13 @@ class FailureSlot:
     a user call waiting on it wakes up to raise the error instead of sleeping out its timeout.
     """
 
-    __slots__ = ("_condition", "_failure")
+    __slots__ = ("_condition", "_failure", "fatal")
 
     def __init__(self, condition: threading.Condition | None = None) -> None:
         self._condition = condition or threading.Condition()
         self._failure: ClientBalanceError | None = None
+        self.fatal: ClientBalanceError | None = None
+        """A failure the thread cannot recover from: raised by every call, never cleared."""
 
     def store(self, error: ClientBalanceError) -> None:
         """Keep ``error`` for the next user call (a later failure replaces it)."""
@@ -28,9 +30,17 @@ class FailureSlot:
             self._failure = error
             self._condition.notify_all()
 
+    def store_fatal(self, error: ClientBalanceError) -> None:
+        """Keep ``error`` for every call from now on."""
+        with self._condition:
+            self.fatal = error
+            self._condition.notify_all()
+
     def raise_once(self) -> None:
-        """Raise the kept failure, once."""
+        """Raise the fatal failure if there is one, else the kept failure, once."""
         with self._condition:
             error, self._failure = self._failure, None
+        if self.fatal is not None:
+            raise self.fatal
         if error is not None:
             raise error

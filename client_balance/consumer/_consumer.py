@@ -207,6 +207,7 @@ class ClientBalanceConsumer:
             meta = MetaCache(parsed, fetcher.metadata, topic_ids)
             keeper = PartitionKeeper(setup, fetcher, meta)
             reconciler = Reconciler(keeper.round, self._settings.reconcile_interval_s)
+            fetcher.on_fatal = reconciler.wake
             try:
                 keeper.status = join_group(
                     setup,
@@ -270,7 +271,7 @@ class ClientBalanceConsumer:
             if run.keeper.halted is not None:
                 raise run.keeper.halted
             run.reconciler.raise_failure()
-            run.fetcher.raise_failure()
+            run.fetcher.failures.raise_once()
         return run
 
     @staticmethod
@@ -326,7 +327,7 @@ class ClientBalanceConsumer:
         run = self._running()
         batch = run.fetcher.take_batch(timeout_s)
         if isinstance(batch, int):
-            run.fetcher.raise_failure()
+            run.fetcher.failures.raise_once()
             reason = _NO_BATCH_REASONS[batch]
             raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
         key = run.meta.key(batch.partition)

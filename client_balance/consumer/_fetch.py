@@ -90,9 +90,11 @@ class Fetcher:
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock
         )
         self._last_caller_fetch_s = 0.0
+        self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
         self._tokens = itertools.count(1)
-        self._failures = FailureSlot(self._lock)
+        self.failures = FailureSlot(self._lock)
+        """What the fetch thread met: raised by the next call (a fatal one by every call)."""
         self._fetch_errors = FetchErrors()
         self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
         self._thread.start()
@@ -189,7 +191,7 @@ class Fetcher:
         deadline = Deadline(timeout_s)
         while True:
             with self._lock:
-                self._failures.raise_once()
+                self.failures.raise_once()
                 while self._ready:
                     state = self._held.get(self._ready.popleft())
                     if state is not None and state.can_hand_out:
@@ -281,7 +283,7 @@ class Fetcher:
             else:
                 self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
             self._wake.clear()
-            self._commits.on_interval(self._states, self._gate.call, self._failures.store)
+            self._commits.on_interval(self._states, self._gate.call, self.failures.store)
 
     def _distribute(self, messages: list[Any]) -> None:
         if any(map(Message.error, messages)):
@@ -331,14 +333,13 @@ class Fetcher:
         self._gate.call(lambda: _refresh_highs(self._consumer, self._states(), self._lock))
 
     def _on_kafka_error(self, error: KafkaError) -> None:
-        if error.fatal():
-            self._failures.store(from_kafka_exception(KafkaException(error), "consuming"))
-        else:
+        if not error.fatal():
             _log.info("kafka client reports", error=str(error))
-
-    def raise_failure(self) -> None:
-        """Raise (once) an error the fetch thread met since the last call."""
-        self._failures.raise_once()
+            return
+        # The client is dead: the member must stop (PartitionKeeper.round), not stall.
+        self.failures.store_fatal(from_kafka_exception(KafkaException(error), "consuming"))
+        _log.error("the Kafka client failed for good; stopping", error=str(error))
+        self.on_fatal()
 
     def close(self, release_wait_s: float) -> None:
         """Release every partition (committing confirmed positions), stop, close the client."""

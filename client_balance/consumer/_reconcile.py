@@ -17,6 +17,7 @@ ride out a broker restart without the application doing anything.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 
@@ -273,6 +274,9 @@ class PartitionKeeper:
         with self._lock:
             if self.stopping or self.halted is not None:
                 return
+            if self._fetcher.failures.fatal is not None:
+                self._halt(self._fetcher.failures.fatal, commit=False)
+                return
             if self.status is not None and not self._keep_status(self.status):
                 return
             self._meta.refresh(max_age_s=0.0)
@@ -308,6 +312,15 @@ class PartitionKeeper:
         if held and not self.stopping:
             self._register(dict.fromkeys(held, RESUME_OFFSET))
 
+    def _halt(self, error: ClientBalanceError, *, commit: bool) -> None:
+        """Stop for good: release everything, leave the group; every call raises ``error``."""
+        self.halted = error
+        for partition in sorted(self._fetcher.held()):
+            with contextlib.suppress(ClientBalanceError):  # the rest must go all the same
+                self._fetcher.release(partition, RELEASE_WAIT_S if commit else 0.0, commit=commit)
+        if self.status is not None:
+            self.status.leave()  # withdraws its claims and its report: the group sees it gone
+
     def _keep_status(self, status: StatusMember) -> bool:
         """Group checks and lapsed claims before a round; False if the round must not go on."""
         member = self._member
@@ -315,10 +328,7 @@ class PartitionKeeper:
             status.check_group(member.source_count, member.node_id, member.mode)
         except (InconsistentSourceCountError, DuplicateNodeIdError) as error:
             _log.error("stopping: the group already has a member like this", error=str(error))
-            self.halted = error
-            for partition in sorted(self._fetcher.held()):
-                self._fetcher.release(partition, RELEASE_WAIT_S)
-            status.leave()  # withdraws its claims and its report: the group sees it gone
+            self._halt(error, commit=True)
             return False
         held = self._fetcher.held()
         if status.fenced:

@@ -180,3 +180,13 @@ def test_retry_immediately_tries_again_only_for_accepted_errors() -> None:
     with pytest.raises(ValueError, match="other"):
         retry_immediately(lambda: (_ for _ in ()).throw(ValueError("other")), attempts=3,
                           retry_if=lambda e: isinstance(e, OSError))  # fmt: skip
+
+
+def test_a_fatal_failure_is_raised_by_every_call() -> None:
+    """A fatal failure is never cleared: it outranks a kept one and comes back every time."""
+    slot = FailureSlot()
+    slot.store(ConfigError("passing"))
+    slot.store_fatal(ConfigError("fatal"))
+    for _ in range(3):
+        with pytest.raises(ConfigError, match="fatal"):
+            slot.raise_once()

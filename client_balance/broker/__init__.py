@@ -1,9 +1,10 @@
-"""A local Apache Kafka 4.x (KRaft, one combined broker and controller on 127.0.0.1).
+"""A local Apache Kafka 4.x (KRaft: combined broker and controller nodes on 127.0.0.1).
 
 The official jars come from Maven Central through ``mvn`` into a cache folder once
 (``~/.cache/client-balance/kafka-<version>/libs`` or ``$CLIENT_BALANCE_KAFKA_HOME/libs``);
-:class:`LocalKafka` formats a log dir, starts the broker and waits until it is ready. Users with
-a cluster of their own set ``bootstrap_servers`` and never touch this module.
+:class:`LocalKafka` formats the log dirs, starts one broker (or ``brokers=3``, a cluster with
+fault methods for tests) and waits until it is ready. Users with a cluster of their own set
+``bootstrap_servers`` and never touch this module.
 """
 
 from client_balance.broker._jars import (

@@ -6,10 +6,8 @@ import base64
 import contextlib
 import hashlib
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -18,23 +16,29 @@ from client_balance._kafka import BROKER_POLL_S, METADATA_POLL_S, wait_until
 __all__ = [
     "alive",
     "cds_archive_path",
-    "cleanup",
     "cluster_id",
-    "free_port",
+    "free_ports",
+    "read_cluster_id",
     "read_ports",
     "stop_pid",
+    "stop_pids",
     "tail",
     "tail_text",
-    "terminate",
 ]
 
 _KILLED_REAP_S = 60.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    # Every probe stays bound until all are taken, so the ports are distinct.
+    with contextlib.ExitStack() as stack:
+        probes = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def cluster_id() -> str:
@@ -68,6 +72,13 @@ def read_ports(properties: Path) -> tuple[int, int] | None:
     return None
 
 
+def read_cluster_id(meta_properties: Path) -> str | None:
+    for line in meta_properties.read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.removeprefix("cluster.id=").strip()
+    return None
+
+
 def tail_text(text: str, lines: int = 40) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -77,23 +88,6 @@ def tail(path: Path, lines: int = 40) -> str:
         return tail_text(path.read_text(errors="replace"), lines)
     except OSError:
         return "(no broker log was written)"
-
-
-def terminate(process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=timeout_s)
-
-
-def cleanup(process: subprocess.Popen[bytes], timeout_s: float, data_dir: Path | None) -> None:
-    terminate(process, timeout_s)
-    if data_dir is not None:
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def alive(pid: int) -> bool:
@@ -112,13 +106,28 @@ def alive(pid: int) -> bool:
 
 def stop_pid(pid: int, *, timeout_s: float = 20.0) -> bool:
     """Stop a detached broker by pid: SIGTERM, wait, then SIGKILL. False if it was not running."""
-    if not alive(pid):
-        return False
-    os.kill(pid, signal.SIGTERM)
-    if wait_until(lambda: not alive(pid), timeout_s=timeout_s, interval_s=BROKER_POLL_S):
-        return True
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    return bool(stop_pids([pid], timeout_s=timeout_s))
+
+
+def stop_pids(pids: list[int], *, timeout_s: float = 20.0) -> list[int]:
+    """Stop a detached cluster's brokers together: SIGTERM to all, wait, then SIGKILL.
+
+    Returns the pids that were running. (One by one, the last brokers' controlled shutdowns
+    would wait for a controller quorum that is gone.)
+    """
+    running = [pid for pid in pids if alive(pid)]
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+    def all_gone() -> bool:
+        return not any(alive(pid) for pid in running)
+
+    if wait_until(all_gone, timeout_s=timeout_s, interval_s=BROKER_POLL_S):
+        return running
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     # SIGKILL cannot be refused: the wait is for the kernel to reap it, which it always does.
-    wait_until(lambda: not alive(pid), timeout_s=_KILLED_REAP_S, interval_s=METADATA_POLL_S)
-    return True
+    wait_until(all_gone, timeout_s=_KILLED_REAP_S, interval_s=METADATA_POLL_S)
+    return running

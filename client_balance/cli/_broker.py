@@ -1,7 +1,9 @@
 """``client-balance broker``: a local Apache Kafka broker for trying things out.
 
 ``start`` detaches the broker unless ``--foreground``; a state file records its pid, address and
-data directory so that ``status`` and ``stop`` (in another process, later) can find it.
+data directory so that ``status`` and ``stop`` (in another process, later) can find it. With
+``--brokers N`` it is a cluster of N nodes, and the state file records every node's pid
+(``"pids"``; ``"pid"`` is the first node's, so state files of single brokers read the same).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from client_balance.broker import (
     LocalKafka,
     ensure_kafka_jars,
     kafka_home,
-    stop_pid,
 )
+from client_balance.broker._process import stop_pids
 from client_balance.cli._render import EXIT_FAILED, EXIT_OK, out, say
 
 __all__ = ["COMMANDS", "add_parsers", "running_broker_address"]
@@ -50,13 +52,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     start.add_argument(
         "--data-dir", type=Path, default=None, help="keep data here (default: fresh temp dir)"
     )
-    start.add_argument("--heap-mb", type=int, default=512)
+    start.add_argument(
+        "--brokers", type=_node_count, default=1, help="nodes in the cluster (default 1)"
+    )
+    start.add_argument("--heap-mb", type=int, default=512, help="heap of each node's JVM")
     start.add_argument(
         "--foreground", action="store_true", help="run until Ctrl-C instead of detaching"
     )
     start.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
 
-    stop = actions.add_parser("stop", help="stop the detached broker")
+    stop = actions.add_parser("stop", help="stop the detached broker (every node of a cluster)")
     stop.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
 
     status = actions.add_parser("status", help="is the detached broker running, and where")
@@ -64,10 +69,17 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
 
 
+def _node_count(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} is not a node count; use 1 or more")
+    return count
+
+
 def running_broker_address() -> str | None:
     """The address of the broker that ``broker start`` left running, if it still runs."""
     state = _read_state(_default_state_file())
-    return state["bootstrap_servers"] if state and _is_our_broker(state) else None
+    return state["bootstrap_servers"] if state and _our_pids(state) else None
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
@@ -78,13 +90,29 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return state
 
 
-def _is_our_broker(state: dict[str, Any]) -> bool:
+def _our_pids(state: dict[str, Any]) -> list[int]:
+    """The recorded pids that are still our brokers (a cluster's ``pids``, else ``pid``)."""
+    data_dir = state.get("data_dir")
+    if data_dir is None:
+        return []
+    found = []
+    for recorded in state.get("pids") or [state.get("pid")]:
+        try:
+            pid = int(recorded)
+        except (TypeError, ValueError):
+            continue
+        if _is_our_broker(pid, str(data_dir)):
+            found.append(pid)
+    return found
+
+
+def _is_our_broker(pid: int, data_dir: str) -> bool:
     # The pid may have been reused by an unrelated process since the broker died.
     try:
-        command_line = Path(f"/proc/{state['pid']}/cmdline").read_bytes()
-    except (OSError, KeyError):
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
         return False
-    return b"kafka.Kafka" in command_line and str(state["data_dir"]).encode() in command_line
+    return b"kafka.Kafka" in command_line and data_dir.encode() in command_line
 
 
 def _broker_fetch(args: argparse.Namespace) -> int:
@@ -95,10 +123,11 @@ def _broker_fetch(args: argparse.Namespace) -> int:
 
 def _broker_start(args: argparse.Namespace) -> int:
     state = _read_state(args.state_file)
-    if not args.foreground and state is not None and _is_our_broker(state):
+    running = _our_pids(state) if state is not None else []
+    if not args.foreground and state is not None and running:
         say(
-            f"a broker is already running at {state['bootstrap_servers']} (pid {state['pid']}); "
-            "stop it first with 'client-balance broker stop'"
+            f"a broker is already running at {state['bootstrap_servers']} "
+            f"(pid {', '.join(map(str, running))}); stop it first with 'client-balance broker stop'"
         )
         return EXIT_FAILED
     data_dir = args.data_dir
@@ -108,13 +137,15 @@ def _broker_start(args: argparse.Namespace) -> int:
     kafka = LocalKafka(
         version=args.kafka_version,
         data_dir=data_dir,
+        brokers=args.brokers,
         port=args.port,
         heap_mb=args.heap_mb,
         die_with_parent=args.foreground,
         progress=say,
     )
     kafka.start()
-    say(f"Apache Kafka {args.kafka_version} is ready in {kafka.startup_s:.1f} s")
+    nodes = "" if args.brokers == 1 else f" ({args.brokers} nodes)"
+    say(f"Apache Kafka {args.kafka_version}{nodes} is ready in {kafka.startup_s:.1f} s")
     # rich flushes each print, so a script reading the address need not wait for the broker to end.
     out(kafka.bootstrap_servers)
     if args.foreground:
@@ -122,12 +153,14 @@ def _broker_start(args: argparse.Namespace) -> int:
             while kafka.is_running():
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            say("stopping the broker")
+            say("stopping the broker" if args.brokers == 1 else "stopping the cluster")
         finally:
             kafka.stop()
         return EXIT_OK
+    pids = [pid for _, pid in sorted(kafka.broker_pids().items())]
     record = {
         "pid": kafka.detach(),
+        "pids": pids,
         "bootstrap_servers": kafka.bootstrap_servers,
         "data_dir": str(kafka.data_dir),
         "log": str(kafka.log_path),
@@ -136,8 +169,8 @@ def _broker_start(args: argparse.Namespace) -> int:
     args.state_file.parent.mkdir(parents=True, exist_ok=True)
     args.state_file.write_text(json.dumps(record, indent=2) + "\n")
     say(
-        f"detached (pid {record['pid']}, log {record['log']}); stop it with "
-        "'client-balance broker stop'"
+        f"detached (pid {', '.join(map(str, pids))}, log {record['log']}); "
+        "stop it with 'client-balance broker stop'"
     )
     return EXIT_OK
 
@@ -147,9 +180,11 @@ def _broker_stop(args: argparse.Namespace) -> int:
     if state is None:
         say(f"no detached broker is recorded in {args.state_file}")
         return EXIT_FAILED
-    if _is_our_broker(state):
-        stop_pid(int(state["pid"]))
-        say(f"stopped the broker at {state['bootstrap_servers']} (pid {state['pid']})")
+    running = _our_pids(state)
+    if running:
+        stop_pids(running)
+        pids = ", ".join(map(str, running))
+        say(f"stopped the broker at {state['bootstrap_servers']} (pid {pids})")
     else:
         say(f"the broker recorded in {args.state_file} was no longer running")
     if state.get("owns_data_dir"):
@@ -160,7 +195,8 @@ def _broker_stop(args: argparse.Namespace) -> int:
 
 def _broker_status(args: argparse.Namespace) -> int:
     state = _read_state(args.state_file)
-    if state is None or not _is_our_broker(state):
+    running = _our_pids(state) if state is not None else []
+    if state is None or not running:
         say("no broker is running" + ("" if state is None else " (stale state file)"))
         return EXIT_FAILED
     answers = admin.cluster_answers(state["bootstrap_servers"], timeout_s=5.0)
@@ -169,8 +205,8 @@ def _broker_status(args: argparse.Namespace) -> int:
     else:
         health = "answers metadata" if answers else "does NOT answer metadata"
         out(
-            f"running at {state['bootstrap_servers']} (pid {state['pid']}), {health}; "
-            f"log {state['log']}"
+            f"running at {state['bootstrap_servers']} (pid {', '.join(map(str, running))}), "
+            f"{health}; log {state['log']}"
         )
     return EXIT_OK if answers else EXIT_FAILED
 

@@ -1,0 +1,181 @@
+"""A 3-node LocalKafka: replication, a SIGKILLed leader, a restarted node, a clean stop.
+
+The tests share one cluster (module scope) and run in file order: the leader killed by the
+second test is brought back by the third (which kills a node itself when run alone), and the
+fourth stops the cluster before the command line starts a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from client_balance import admin
+from client_balance.broker import LocalKafka
+from client_balance.cli import main
+from tests.integration.workers import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+NODES = 3
+PARTITIONS = 3
+TOPIC = "replicated"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalKafka]:
+    """Three combined broker+controller nodes, started once for the module."""
+    kafka = LocalKafka(brokers=NODES, startup_timeout_s=120).start()
+    try:
+        admin.create_topics(kafka.bootstrap_servers, {TOPIC: PARTITIONS})
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+def _metadata_brokers(bootstrap: str) -> set[int]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return set(metadata.brokers)
+
+
+def _produce(bootstrap: str, values: list[str]) -> None:
+    """Write ``values`` round robin over the partitions with acks=all; every one delivered."""
+    failures: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(error)
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        "on_delivery": delivered, "log_level": 0,
+    })  # fmt: skip
+    for number, value in enumerate(values):
+        producer.produce(TOPIC, value.encode(), partition=number % PARTITIONS)
+    assert producer.flush(60) == 0
+    assert failures == []
+
+
+def _read_all(bootstrap: str, count: int) -> list[str]:
+    """Every message of the topic from the start, partition by partition as they arrive."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "cluster-reader",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0,
+    })  # fmt: skip
+    received: list[str] = []
+    try:
+        consumer.assign([KafkaTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+
+        def read_some() -> bool:
+            for message in consumer.consume(count - len(received), timeout=0.5):
+                assert message.error() is None, message.error()
+                value = message.value()
+                assert value is not None
+                received.append(value.decode())
+            return len(received) >= count
+
+        wait_until(read_some, timeout_s=60, what=f"{count} messages read back")
+    finally:
+        consumer.close()
+    return received
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only a zombie (a detached JVM is still this process's child)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return True
+
+
+def test_topics_are_replicated_to_all_three_nodes(cluster: LocalKafka) -> None:
+    """A topic created with the defaults has 3 replicas, all in sync, on nodes 1..3."""
+    bootstrap = cluster.bootstrap_servers
+    assert len(bootstrap.split(",")) == NODES
+    assert sorted(cluster.broker_pids()) == [1, 2, 3]
+    assert _metadata_brokers(bootstrap) == {1, 2, 3}
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
+    partitions = metadata.topics[TOPIC].partitions
+    assert sorted(partitions) == list(range(PARTITIONS))
+    for partition in partitions.values():
+        assert sorted(partition.replicas) == [1, 2, 3]
+        assert sorted(partition.isrs) == [1, 2, 3]
+        assert cluster.leader_of(TOPIC, partition.id) == partition.leader
+
+
+def test_a_killed_leader_is_replaced_and_nothing_is_lost(cluster: LocalKafka) -> None:
+    """SIGKILL of partition 0's leader elects another; acks=all writes before and after all read."""
+    bootstrap = cluster.bootstrap_servers
+    before = [f"before-{i}" for i in range(300)]
+    _produce(bootstrap, before)
+    leader = cluster.leader_of(TOPIC, 0)
+    assert leader in {1, 2, 3}
+    pid = cluster.broker_pids()[leader]
+    cluster.kill_broker(leader)
+    assert _gone(pid)
+    assert leader not in cluster.broker_pids()
+    wait_until(
+        lambda: cluster.leader_of(TOPIC, 0) not in {leader, -1},
+        timeout_s=60,
+        what=f"a new leader of partition 0 after node {leader} was killed",
+        poll_s=0.2,
+    )
+    after = [f"after-{i}" for i in range(300)]
+    _produce(bootstrap, after)
+    assert sorted(_read_all(bootstrap, len(before) + len(after))) == sorted(before + after)
+
+
+def test_restart_brings_a_killed_node_back(cluster: LocalKafka) -> None:
+    """restart_broker starts a killed node on its ports and the metadata lists it again."""
+    down = [node for node in range(1, NODES + 1) if node not in cluster.broker_pids()]
+    if not down:  # run on its own: make a node to bring back
+        cluster.kill_broker(NODES)
+        down = [NODES]
+    (node,) = down
+    bootstrap = cluster.bootstrap_servers
+    cluster.restart_broker(node)
+    assert sorted(cluster.broker_pids()) == [1, 2, 3]
+    assert cluster.bootstrap_servers == bootstrap
+    assert node in _metadata_brokers(bootstrap)
+    assert admin.cluster_answers(bootstrap.split(",")[node - 1], timeout_s=5)
+
+
+def test_cluster_stops_cleanly_and_leaves_no_jvm(cluster: LocalKafka) -> None:
+    """stop() ends every node's JVM and removes the temporary data dir."""
+    pids = cluster.broker_pids()
+    assert len(pids) == NODES
+    data_dir = cluster.data_dir
+    bootstrap = cluster.bootstrap_servers
+    cluster.stop()
+    assert not cluster.is_running()
+    assert cluster.broker_pids() == {}
+    assert all(_gone(pid) for pid in pids.values())
+    assert not data_dir.exists()
+    assert not admin.cluster_answers(bootstrap, timeout_s=0.5)
+
+
+def test_cli_detached_cluster_is_stopped_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`broker start --brokers 3` records all three pids; `broker stop` ends every one of them."""
+    state_file = tmp_path / "broker.json"
+    assert main(["broker", "start", "--brokers", "3", "--state-file", str(state_file)]) == 0
+    address = capsys.readouterr().out.strip()
+    state = json.loads(state_file.read_text())
+    try:
+        assert len(address.split(",")) == NODES
+        assert len(state["pids"]) == NODES
+        assert state["pid"] == state["pids"][0]
+        assert main(["broker", "status", "--bootstrap", "--state-file", str(state_file)]) == 0
+        assert capsys.readouterr().out.strip() == address
+    finally:
+        assert main(["broker", "stop", "--state-file", str(state_file)]) == 0
+    assert all(_gone(pid) for pid in state["pids"])
+    assert not Path(state["data_dir"]).exists()
+    assert main(["broker", "status", "--state-file", str(state_file)]) == 1

@@ -95,7 +95,7 @@ def our_member(bootstrap: str, group: str, topic: str, journal: str, work_s: flo
     settings = ClientBalanceSettings(
         bootstrap_servers=bootstrap, group_id=group, start_position="earliest",
         reconcile_interval_s=1.0, report_interval_s=1.0, lease_timeout_s=10.0,
-        batch_max_messages=200,
+        request_timeout_s=4.0, batch_max_messages=200,
     )  # fmt: skip
     consumer = ClientBalanceConsumer(settings)
     consumer.start([topic], mode="elastic")

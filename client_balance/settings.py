@@ -217,6 +217,13 @@ class ClientBalanceSettings(BaseSettings):
                 f"report_interval_s={self.report_interval_s}, or live members would lapse between "
                 "two reports (use at least twice the report interval)"
             )
+        if self.request_timeout_s * 2 > self.lease_timeout_s:
+            raise ValueError(
+                f"request_timeout_s={self.request_timeout_s} must be at most half of "
+                f"lease_timeout_s={self.lease_timeout_s}: a status report that takes that long "
+                "to write leaves too little of the lease to notice a lapse; lower "
+                "request_timeout_s or raise lease_timeout_s"
+            )
         return self
 
     def consumer_config(self) -> dict[str, KafkaValue]:

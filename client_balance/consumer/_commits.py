@@ -39,9 +39,12 @@ class Committer:
         group_id: str,
         interval_s: float,
         lock: threading.Condition,
+        *,
+        may_commit: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumer = consumer
+        self._may_commit = may_commit
         self._group_id = group_id
         self._interval_s = interval_s
         self._lock = lock
@@ -50,7 +53,19 @@ class Committer:
         self._last_recommit_s = clock()
 
     def commit(self, states: Sequence[HeldPartition]) -> None:
-        """Commit each state's confirmed position now (the caller holds the client lock)."""
+        """Commit each state's confirmed position now (the caller holds the client lock).
+
+        Refused while ``may_commit()`` says the member's lease may have lapsed: another member
+        may hold the partitions by now, and its commits are not ours to overwrite.
+        """
+        if not self._may_commit():
+            raise KafkaClientError(
+                "committing offsets failed: this member's lease may have lapsed (no status "
+                "report acknowledged in time); nothing is committed until it is renewed",
+                kafka_code=-1,
+                kafka_name="LEASE_LAPSED",
+                retriable=True,
+            )
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
         try:

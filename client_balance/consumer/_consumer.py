@@ -218,6 +218,7 @@ class ClientBalanceConsumer:
             except BaseException:
                 fetcher.close(0.0)
                 raise
+            fetcher.lease_ok = keeper.status.lease_ok
             self._setup = setup
             self._run = _Running(setup, fetcher, meta, keeper, reconciler)
             self._state = _RUNNING

@@ -86,15 +86,16 @@ class Fetcher:
         self._ready: deque[TopicPartition] = deque()
         self._wake = threading.Event()
         self._gate = ClientGate(on_wait=self._wake.set)
+        self.lease_ok: Callable[[], bool] = lambda: True  # no batch out, no commit while False
         self._commits = Committer(
-            self._consumer, settings.group_id, settings.commit_interval_s, self._lock
-        )
+            self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
+            may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - replaced after __init__
+        )  # fmt: skip
         self._last_caller_fetch_s = 0.0
         self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
         self._tokens = itertools.count(1)
-        self.failures = FailureSlot(self._lock)
-        """What the fetch thread met: raised by the next call (a fatal one by every call)."""
+        self.failures = FailureSlot(self._lock)  # raised by the next call (a fatal one: all)
         self._fetch_errors = FetchErrors()
         self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
         self._thread.start()
@@ -192,7 +193,7 @@ class Fetcher:
         while True:
             with self._lock:
                 self.failures.raise_once()
-                while self._ready:
+                while self._ready and self.lease_ok():
                     state = self._held.get(self._ready.popleft())
                     if state is not None and state.can_hand_out:
                         return self._hand_out(state)

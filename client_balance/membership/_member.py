@@ -78,6 +78,11 @@ class StatusMember:
         self._fenced = False
         self._left = False
         self._last_written_s = 0.0  # monotonic time the last acknowledged report was sent
+        # Fence with a margin: the others count the lease from when the last report landed,
+        # which is after it was sent, and stopping the fetch takes a moment.
+        self._fence_after_s = settings.lease_timeout_s - min(
+            settings.report_interval_s, settings.lease_timeout_s / 3
+        )
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -214,28 +219,42 @@ class StatusMember:
             lease_timeout_s=self._settings.lease_timeout_s,
         ).encode()
 
+    def lease_ok(self) -> bool:
+        """Whether this member's lease surely still holds, by its own clock.
+
+        False once the last acknowledged report was sent ``fence_after_s`` ago or more: after
+        failing writes, and also after a pause of the whole process (SIGSTOP, a long GC, a VM
+        freeze), which no write ever reports. Checked by time alone, so it never waits on a
+        write in flight. Batches are handed out and commits made only while it is True.
+        """
+        return not self._fenced and time.monotonic() - self._last_written_s < self._fence_after_s
+
+    def _fence_if_silent(self) -> None:
+        if not self._fenced and time.monotonic() - self._last_written_s >= self._fence_after_s:
+            self._fenced = True
+            _log.warning("fenced: no report within the lease; stopped fetching")
+            self._on_fenced(True)
+
     def _run(self) -> None:
-        interval_s = self._settings.report_interval_s
-        # Fence with a margin: the others count the lease from when the last report landed,
-        # which is after it was sent, and stopping the fetch takes a moment.
-        fence_after_s = self._settings.lease_timeout_s - min(
-            interval_s, self._settings.lease_timeout_s / 3
-        )
         while not self._stop.is_set():
-            self._wake.wait(interval_s)
+            self._wake.wait(self._settings.report_interval_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
+            self._fence_if_silent()  # a pause of the whole process shows only here
             sent = time.monotonic()
             try:
-                self._writer.write([(member_key(self._group, self._id), self._report())])
+                ((offset, _),) = self._writer.write(
+                    [(member_key(self._group, self._id), self._report())]
+                )
+                if self._fenced:
+                    # Others may have claimed meanwhile: read the log up to this report, so
+                    # holders() shows who holds what now before anything is fetched again.
+                    self._wait_applied(offset)
             except KafkaClientError as error:
                 silent_s = time.monotonic() - self._last_written_s
                 _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
-                if silent_s >= fence_after_s and not self._fenced:
-                    self._fenced = True
-                    _log.warning("fenced: no report within the lease; stopped fetching")
-                    self._on_fenced(True)
+                self._fence_if_silent()
                 continue
             self._last_written_s = sent
             if self._fenced:

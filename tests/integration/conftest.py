@@ -77,6 +77,7 @@ def make_member(kafka_bootstrap: str) -> Iterator[Callable[..., ClientBalanceCon
             "start_position": "earliest",
             "report_interval_s": 1.0,
             "lease_timeout_s": 6.0,
+            "request_timeout_s": 2.0,
             "reconcile_interval_s": 1.0,
         },
     )

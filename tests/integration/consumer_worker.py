@@ -102,6 +102,15 @@ def confirms(out: Path) -> list[tuple[int, int, bool]]:
     ]
 
 
+def batch_events(out: Path) -> list[tuple[str, int, int, int]]:
+    """Every batch-log line in order, as ``(kind, partition, position, flag)``.
+
+    ``("out", partition, start, end)`` or ``("confirmed", partition, position, committed)``
+    with ``committed`` 1 when the confirm committed at once.
+    """
+    return [(fields[0], *(int(field) for field in fields[1:4])) for fields in _batch_log(out)]  # type: ignore[misc]
+
+
 def count_confirmed(out: Path) -> int:
     """How many batches the batch log records as confirmed."""
     try:
@@ -156,6 +165,7 @@ class Worker:
             batch_max_messages=args.batch_max,
             lease_timeout_s=args.lease_timeout_s,
             report_interval_s=min(1.0, args.lease_timeout_s / 3),
+            request_timeout_s=args.lease_timeout_s / 3,
         )
 
     def run(self) -> int:

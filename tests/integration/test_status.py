@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ from client_balance.membership import (
 from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share
 from tests.integration.conftest import GroupFactory
+from tests.integration.consumer_worker import batch_events
 from tests.integration.workers import (
     REPO,
     Group,
@@ -550,3 +552,66 @@ def strategy_moves(topic: str, partitions: int, owners: Owners, members: set[str
     group = [Member(m, {topic}, sorted(owned[m]), 1) for m in sorted(members)]
     answer = get_strategy("sticky").assign({topic: partitions}, group)
     return sum(1 for m, assigned in answer.items() for p in assigned if owners.get(p) != m)
+
+
+@pytest.mark.timeout(300)
+def test_a_paused_member_hands_out_nothing_taken_and_commits_nothing_backwards(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    groups: GroupFactory,
+) -> None:
+    """SIGSTOP for twice the lease, then SIGCONT: the others took over, and it notices first.
+
+    Before the fix its reports succeeded again at once, so it was never fenced: it handed out
+    the batches it had buffered and committed its old positions over the new owner's.
+    """
+    partitions, total = 4, 40_000
+    topic, high, group, settings = elastic_group(
+        kafka_bootstrap, new_topic, groups, partitions, total
+    )
+    options = ("--confirm-delay-s", "0.05", "--batch-max", "20", "--lease-timeout-s", "6")
+    paused, other = group.spawn(0, *options), group.spawn(1, *options)
+    wait_until(
+        lambda: sorted(_held_counts(admin.GroupView.load(settings)).values()) == [2, 2],
+        60,
+        "two members holding two partitions each",
+        VIEW_POLL_S,
+    )
+    wait_until(lambda: len(paused.records()) > 100, 30, "the paused member consumed")
+    paused.process.send_signal(signal.SIGSTOP)
+    paused_at = len(batch_events(paused.out))  # a stopped process writes nothing more
+    try:
+        wait_until(
+            lambda: list(_held_counts(admin.GroupView.load(settings)).values()) == [partitions],
+            60,
+            "the other member holding every partition",
+            VIEW_POLL_S,
+        )
+        time.sleep(3)  # the new owner moves on past the paused member's positions
+    finally:
+        paused.process.send_signal(signal.SIGCONT)
+    wait_until(
+        lambda: sorted(_held_counts(admin.GroupView.load(settings)).values()) == [2, 2],
+        60,
+        "the paused member back with its share",
+        VIEW_POLL_S,
+    )
+    time.sleep(2)
+    group.stop([paused, other])
+    # The other member's commits on each partition; the paused one may hand out or commit
+    # a partition again only from where its new owner left it (after handing it back).
+    owner_at: dict[int, int] = {}
+    for kind, partition, position, at_once in batch_events(other.out):
+        if kind == "confirmed" and at_once:
+            owner_at[partition] = max(owner_at.get(partition, 0), position)
+    for kind, partition, position, at_once in batch_events(paused.out)[paused_at:]:
+        behind = position < owner_at.get(partition, 0)
+        assert not (kind == "out" and behind), f"stale batch of {partition} at {position}"
+        assert not (kind == "confirmed" and at_once and behind), (
+            f"committed {partition} back to {position} under {owner_at[partition]}"
+        )
+    seen = {record for node in (paused, other) for record in node.records()}
+    final = committed(kafka_bootstrap, group.group, topic, partitions)
+    for partition, end in final.items():
+        assert {(partition, o) for o in range(end)} <= seen  # nothing committed undelivered
+    assert all(end <= high[p] for p, end in final.items())

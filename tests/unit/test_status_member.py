@@ -78,7 +78,7 @@ def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
     monkeypatch.setattr(_member, "StatusReader", FakeReader)
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
-        report_interval_s=0.05, lease_timeout_s=0.6,
+        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,
     )  # fmt: skip
     return StatusMember(settings, "me", report, on_change=lambda: None, on_fenced=fenced.append)
 
@@ -118,3 +118,21 @@ def test_leave_withdraws_claims_and_is_idempotent(member: StatusMember) -> None:
     tombstones = writer.records[written:]
     assert [value for _, value in tombstones] == [None, None, None]
     assert member.claimed() == set()
+
+
+def test_a_paused_process_is_fenced_by_its_clock_before_it_reports_again(
+    member: StatusMember, fenced: list[bool]
+) -> None:
+    """A pause longer than the lease (no failed write to see) ends the lease at once.
+
+    The report after the pause succeeds, so only the member's own clock can tell: lease_ok()
+    is False from the moment the pause is over, the member fences and releases, and is
+    unfenced only once a report has landed and been read back.
+    """
+    member.join()
+    assert member.lease_ok()
+    member._last_written_s -= 5.0  # stands for SIGSTOP: nothing ran, time went on
+    assert not member.lease_ok()
+    wait_for(lambda: fenced == [True, False])
+    assert member.lease_ok()
+    member.leave()

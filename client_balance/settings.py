@@ -117,6 +117,11 @@ class ClientBalanceSettings(BaseSettings):
         description="Group mode (node, manual, elastic); None = node when source_count > 0, "
         "else manual. start(..., mode=...) overrides it.",
     )
+    status_topic_single_replica_ok: bool = Field(
+        default=False,
+        description="Accept a status topic with one replica on a multi-broker cluster (one "
+        "broker's loss then fences every group).",
+    )
     filter_header: str = Field(
         default="type",
         min_length=1,

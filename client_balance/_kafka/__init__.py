@@ -17,6 +17,7 @@ types through this namespace, so a grep for ``confluent_kafka`` finds only this 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Message
 
 from client_balance._kafka._admin import (
+    TopicState,
     cluster_answers,
     create_topics,
     ensure_topic,
@@ -67,6 +68,7 @@ __all__ = [
     "Message",
     "PartitionLayout",
     "TopicIds",
+    "TopicState",
     "admin_client",
     "call_until_transient_passes",
     "cluster_answers",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -23,6 +24,7 @@ from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
 __all__ = [
+    "TopicState",
     "cluster_answers",
     "create_topics",
     "ensure_topic",
@@ -180,6 +182,21 @@ def _wait_for_leaders(admin: AdminClient, topics: Mapping[str, int], timeout_s: 
         )
 
 
+class TopicState(NamedTuple):
+    """A topic as :func:`ensure_topic` found or made it."""
+
+    partitions: int
+    replication_factor: int
+    """The fewest replicas of any of its partitions."""
+    brokers: int
+    """Brokers in the cluster's metadata."""
+    config: dict[str, str]
+    """Its values of the keys asked for (for a topic just created: what it was created with)."""
+
+
+MAX_REPLICATION_FACTOR = 3
+
+
 def ensure_topic(
     bootstrap_servers: str,
     topic: str,
@@ -187,19 +204,28 @@ def ensure_topic(
     config: Mapping[str, str],
     kafka: Mapping[str, KafkaValue] | None,
     timeout_s: float,
-) -> tuple[int, dict[str, str]]:
+) -> TopicState:
     """Create ``topic`` (one partition, ``config``) unless it exists; wait for its leader.
 
-    Returns its partition count and, for a topic that existed, its current values of the keys
-    of ``config`` (a created topic answers ``config`` itself).
+    A created topic gets ``min(3, brokers)`` replicas and, with 3, ``min.insync.replicas=2``:
+    one broker may fail without losing a write. An existing topic is left as it is and
+    described (partitions, replicas, its values of the keys of ``config``).
     """
     admin = admin_client(bootstrap_servers, kafka)
     doing = f"preparing topic {topic!r}"
     try:
-        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        metadata = admin.list_topics(topic, timeout=timeout_s)
+        brokers = len(metadata.brokers)
+        found = metadata.topics.get(topic)
         if found is not None and found.error is None and found.partitions:
-            return len(found.partitions), _config_of(admin, topic, config, timeout_s)
-        new = NewTopic(topic, num_partitions=1, replication_factor=-1, config=dict(config))
+            replicas = min(len(p.replicas) for p in found.partitions.values())
+            current = _config_of(admin, topic, config, timeout_s)
+            return TopicState(len(found.partitions), replicas, brokers, current)
+        factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
+        created = dict(config)
+        if factor >= MAX_REPLICATION_FACTOR:
+            created.setdefault("min.insync.replicas", str(factor - 1))
+        new = NewTopic(topic, num_partitions=1, replication_factor=factor, config=created)
         future = admin.create_topics([new], request_timeout=timeout_s)[topic]
         try:
             future.result(timeout=timeout_s)
@@ -215,7 +241,7 @@ def ensure_topic(
         raise from_kafka_exception(error, doing) from error
     if not count:
         raise timed_out(doing, timeout_s, "it has no leader")
-    return count, dict(config)
+    return TopicState(count, factor, brokers, created)
 
 
 def _config_of(

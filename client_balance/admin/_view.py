@@ -162,8 +162,9 @@ class GroupView:
 def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -> GroupState:
     kafka = settings.admin_config()
     count = ensure_status_topic(
-        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s
-    )
+        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
+        allow_single_replica=True,  # an operator must see a group whatever its topic is like
+    )  # fmt: skip
     reader = StatusReader(
         settings.bootstrap_servers,
         settings.status_topic,
@@ -219,8 +220,9 @@ def list_groups(settings: ClientBalanceSettings, *, timeout_s: float = 30.0) -> 
     """Client-balanced groups with members in the status topic -> how many are live."""
     kafka = settings.admin_config()
     count = ensure_status_topic(
-        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s
-    )
+        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
+        allow_single_replica=True,  # an operator must see a group whatever its topic is like
+    )  # fmt: skip
     states: dict[str, GroupState] = {}
     for partition in range(count):
         reader = StatusReader(

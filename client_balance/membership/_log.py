@@ -56,17 +56,29 @@ def ensure_status_topic(
     *,
     kafka: Mapping[str, KafkaValue],
     timeout_s: float,
+    allow_single_replica: bool = False,
 ) -> int:
     """Create the status topic if missing; check its settings; return its partition count.
 
-    Raises :class:`ConfigError` when it exists but is not compacted or does not stamp
-    log-append time: claims would then be lost to retention, or judged by each host's clock.
+    Created with ``min(3, brokers)`` replicas (``min.insync.replicas=2`` with 3). Raises
+    :class:`ConfigError` when it exists but is not compacted or does not stamp log-append time
+    (claims would be lost to retention, or judged by each host's clock), or has a single
+    replica on a cluster of several brokers (one broker's loss would fence every group) unless
+    ``allow_single_replica``.
     """
-    count, config = ensure_topic(
+    state = ensure_topic(
         bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s
     )
-    policy = config.get("cleanup.policy", "delete")
-    stamp = config.get("message.timestamp.type", "")
+    single = state.replication_factor == 1 and state.brokers > 1
+    if single and not allow_single_replica:
+        raise ConfigError(
+            f"status topic {topic!r} has replication factor {state.replication_factor} on a "
+            f"cluster of {state.brokers} brokers: losing one broker would fence every group. "
+            "Recreate it with more replicas (the SDK creates it with min(3, brokers)), use "
+            "another status_topic, or set status_topic_single_replica_ok=True to accept it"
+        )
+    policy = state.config.get("cleanup.policy", "delete")
+    stamp = state.config.get("message.timestamp.type", "")
     if "compact" not in policy.split(","):
         raise ConfigError(
             f"status topic {topic!r} has cleanup.policy={policy}; it must be compacted "
@@ -79,7 +91,7 @@ def ensure_status_topic(
             "LogAppendTime so that leases run on the broker's clock, not each host's. Fix it "
             "with kafka-configs.sh, or set status_topic to another name"
         )
-    return count
+    return state.partitions
 
 
 class StatusWriter:

@@ -62,8 +62,9 @@ class StatusMember:
         kafka = settings.admin_config()
         topic = settings.status_topic
         count = ensure_status_topic(
-            settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s
-        )
+            settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s,
+            allow_single_replica=settings.status_topic_single_replica_ok,
+        )  # fmt: skip
         partition = status_partition(self._group, count)
         self._writer = StatusWriter(
             settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s

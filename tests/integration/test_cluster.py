@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
-from client_balance import admin
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings, ConfigError, admin
 from client_balance.broker import LocalKafka
 from client_balance.cli import main
 from tests.integration.workers import wait_until
@@ -107,6 +112,41 @@ def test_topics_are_replicated_to_all_three_nodes(cluster: LocalKafka) -> None:
         assert sorted(partition.replicas) == [1, 2, 3]
         assert sorted(partition.isrs) == [1, 2, 3]
         assert cluster.leader_of(TOPIC, partition.id) == partition.leader
+
+
+def test_the_status_topic_is_created_with_three_replicas(cluster: LocalKafka) -> None:
+    """A member's start creates the status topic with 3 replicas and min.insync.replicas=2."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers=cluster.bootstrap_servers, group_id="rf-check", status_topic="status-rf"
+    )
+    with ClientBalanceConsumer(settings) as consumer:
+        consumer.start([TOPIC], source_count=1, node_id=0)
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    topic = client.list_topics("status-rf", timeout=10).topics["status-rf"]
+    assert [len(p.replicas) for p in topic.partitions.values()] == [3]
+    resource = ConfigResource(ResourceType.TOPIC, "status-rf")
+    entries = client.describe_configs([resource])[resource].result(timeout=10)
+    assert entries["min.insync.replicas"].value == "2"
+
+
+def test_a_single_replica_status_topic_is_refused_unless_accepted(cluster: LocalKafka) -> None:
+    """One replica on three brokers would fence every group with one broker: refused by name."""
+    config = {"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"}
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic("status-rf1", num_partitions=1, replication_factor=1, config=config)
+    client.create_topics([new])["status-rf1"].result(timeout=30)
+    values = {"bootstrap_servers": cluster.bootstrap_servers, "status_topic": "status-rf1"}
+    refused = ClientBalanceConsumer(ClientBalanceSettings(group_id="rf1-a", **values))
+    with pytest.raises(
+        ConfigError, match="'status-rf1' has replication factor 1 on a cluster of 3"
+    ):
+        refused.start([TOPIC], source_count=1, node_id=0)
+    accepted = ClientBalanceSettings(
+        group_id="rf1-b", status_topic_single_replica_ok=True, **values
+    )
+    with ClientBalanceConsumer(accepted) as consumer:
+        consumer.start([TOPIC], source_count=1, node_id=0)
+        assert not consumer.is_shutdown()
 
 
 def test_a_killed_leader_is_replaced_and_nothing_is_lost(cluster: LocalKafka) -> None:

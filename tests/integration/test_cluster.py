@@ -24,13 +24,15 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, ConfigError, admin
 from client_balance.broker import LocalKafka
 from client_balance.cli import main
-from tests.integration.workers import wait_until
+from tests.integration.conftest import GroupFactory
+from tests.integration.workers import all_records, committed, highs, produce, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 NODES = 3
 PARTITIONS = 3
 TOPIC = "replicated"
+STATUS_TOPIC = "__client_balance_status"
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +186,47 @@ def test_restart_brings_a_killed_node_back(cluster: LocalKafka) -> None:
     assert cluster.bootstrap_servers == bootstrap
     assert node in _metadata_brokers(bootstrap)
     assert admin.cluster_answers(bootstrap.split(",")[node - 1], timeout_s=5)
+
+
+@pytest.mark.timeout(300)
+def test_workers_lose_nothing_when_data_and_status_leaders_are_killed(
+    cluster: LocalKafka, groups: GroupFactory
+) -> None:
+    """Under load, SIGKILL a data partition's leader, then the status partition's: nothing lost.
+
+    Three node-mode worker processes consume 90,000 messages; each killed node is restarted
+    once another leader took over. Every message is delivered, every worker exits cleanly and
+    the group's committed offsets end at the high watermarks.
+    """
+    bootstrap, topic, partitions, total = cluster.bootstrap_servers, "failover", 6, 90_000
+    admin.create_topics(bootstrap, {topic: partitions})
+    produce(bootstrap, topic, total, partitions)
+    high = highs(bootstrap, topic, partitions)
+    group = groups(bootstrap, topic, 3)
+    # A lease well above a leader election (about 9 s here): nobody fences, nobody stops.
+    options = ("--confirm-delay-s", "0.02", "--batch-max", "20", "--lease-timeout-s", "30")
+    nodes = group.spawn_all(*options)
+    group.wait_for_lines(nodes, 3_000, timeout_s=60)
+    for victim_of in (topic, STATUS_TOPIC):
+        leader = cluster.leader_of(victim_of, 0)
+        cluster.kill_broker(leader)
+        wait_until(
+            lambda: cluster.leader_of(victim_of, 0) not in {leader, -1},  # noqa: B023 - now
+            timeout_s=60,
+            what=f"a new leader of {victim_of}[0] after node {leader} was killed",
+            poll_s=0.2,
+        )
+        consumed = sum(len(node.records()) for node in nodes)
+        group.wait_for_lines(nodes, consumed + 1_000, timeout_s=60)  # still consuming
+        cluster.restart_broker(leader)
+    group.wait_for_lines(nodes, total, timeout_s=180)
+    wait_until(
+        lambda: {r for node in nodes for r in node.records()} >= all_records(high),
+        timeout_s=120,
+        what="every message delivered",
+    )
+    group.stop(nodes)
+    assert committed(bootstrap, group.group, topic, partitions) == high
 
 
 def test_cluster_stops_cleanly_and_leaves_no_jvm(cluster: LocalKafka) -> None:

@@ -262,6 +262,19 @@ class StatusMember:
                 self._fenced = False
                 self._claimed.clear()  # they lapsed; the next round claims afresh
                 self._on_fenced(False)
+            self._tombstone_defeated()
+
+    def _tombstone_defeated(self) -> None:
+        """Withdraw, for their members, the claims that lost to this one (see take_defeated)."""
+        with self._reader.lock:
+            keys = self._reader.state.take_defeated()
+        if keys:
+            try:
+                self._writer.write([(key, None) for key in keys])
+            except KafkaClientError as error:
+                _log.warning("could not withdraw defeated claims", error=str(error))
+                with self._reader.lock:
+                    self._reader.state.defeated_again(keys)
 
     def _wait_applied(self, offset: int) -> None:
         if not self._reader.wait_applied(offset, self._settings.request_timeout_s):

@@ -171,6 +171,8 @@ class GroupState:
     """Broker time of the latest record applied."""
     position: int = 0
     """Offset after the latest record applied."""
+    _defeated: dict[bytes, None] = field(default_factory=dict)
+    """Keys of claims that lost to ``verdicts_of``'s member and are not withdrawn (in order)."""
 
     def apply(  # noqa: PLR0911 - one return per verdict reads best here
         self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int
@@ -188,6 +190,7 @@ class GroupState:
         self._seen(consumer_id, timestamp_ms, offset)
         holder = self.holders.get(partition)
         if value is None:  # withdrawn
+            self._defeated.pop(key, None)  # type: ignore[arg-type]  # a claim key is bytes
             if holder is not None and holder.consumer_id == consumer_id:
                 del self.holders[partition]
                 return True
@@ -200,6 +203,8 @@ class GroupState:
         ):
             if keep:
                 self.verdicts[offset] = holder.consumer_id
+            if holder.consumer_id == self.verdicts_of and key is not None:
+                self._defeated[key] = None
             return False
         if keep:
             self.verdicts[offset] = None
@@ -207,6 +212,20 @@ class GroupState:
             return False  # a repeated claim keeps its first place
         self.holders[partition] = Claim(consumer_id, offset, timestamp_ms)
         return True
+
+    def take_defeated(self) -> list[bytes]:
+        """Keys of claims that lost to ``verdicts_of``'s member since the last call.
+
+        That member tombstones them: the verdict depended on its reports between its claim
+        and the contest, which compaction deletes, so a claim left standing (its member killed
+        before withdrawing it) would be judged a win by a reader replaying the compacted log.
+        """
+        keys, self._defeated = list(self._defeated), {}
+        return keys
+
+    def defeated_again(self, keys: list[bytes]) -> None:
+        """Hand ``keys`` out again (their tombstones could not be written)."""
+        self._defeated.update(dict.fromkeys(keys))
 
     def _apply_report(
         self, consumer_id: str, value: bytes | None, offset: int, timestamp_ms: int

@@ -33,6 +33,7 @@ from client_balance.membership import (
     GroupState,
     MemberReport,
     StatusWriter,
+    claim_key,
     member_key,
     parse_key,
     status_partition,
@@ -269,6 +270,39 @@ def test_start_raises_429_and_430_against_the_live_group(
     assert duplicate.value.holder == first.consumer_id
     make_member().start([topic], source_count=2, node_id=1)
     assert first.is_partitions_ready(10)
+
+
+def test_a_claim_that_lost_and_was_never_withdrawn_is_tombstoned_by_the_holder(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The winner withdraws a losing claim its member left behind, so compaction keeps the verdict.
+
+    Before the fix the claim stood until compaction removed the holder's intermediate reports,
+    and a reader replaying the compacted log then judged it a win (see the unit test
+    test_a_defeated_claim_is_judged_the_same_on_the_full_and_the_compacted_log).
+    """
+    topic = new_topic(partitions=1)
+    holder = make_member()
+    holder.start([topic], source_count=0)
+    holder.connect(f"{topic}:0")
+    group = holder.settings.group_id
+    loser = MemberReport(
+        consumer_id="killed-loser", host="elsewhere", pid=1, node_id=-1, source_count=-1,
+        topics=(topic,), strategy="modulo", version="test", lease_timeout_s=6.0, mode="manual",
+    )  # fmt: skip
+    lost_claim = claim_key(group, TopicPartition(topic, 0), "killed-loser")
+    writer = StatusWriter(kafka_bootstrap, STATUS_TOPIC, 0, kafka={}, timeout_s=10)
+    writer.write([(member_key(group, "killed-loser"), loser.encode()), (lost_claim, b"{}")])
+    writer.close()  # and never withdraws it, as if killed right after
+
+    def tombstoned() -> bool:
+        return any(key == lost_claim and value is None for key, value, _, _ in
+                   status_log(kafka_bootstrap, group))  # fmt: skip
+
+    wait_until(tombstoned, 15, "the holder's tombstone of the losing claim", VIEW_POLL_S)
+    assert holder.registered_partitions() == {f"1:{topic}:0"}
 
 
 def test_a_conflict_seen_later_stops_the_later_member(

@@ -141,3 +141,63 @@ def test_live_reports_use_the_latest_broker_time(silent_ms: int) -> None:
     log.add(member_key(GROUP, "a"), report("a"), 0)
     log.add(member_key(GROUP, "b"), report("b"), silent_ms)
     assert ("a" in log.state.live_reports()) == (silent_ms <= 30_000)
+
+
+def _compacted(
+    records: list[tuple[bytes, bytes | None, int, int]],
+) -> list[tuple[bytes, bytes | None, int, int]]:
+    """What log compaction leaves: the last record of each key (tombstones too), in order."""
+    last = {key: (key, value, offset, at) for key, value, offset, at in records}
+    return sorted(last.values(), key=lambda record: record[2])
+
+
+def _replay(records: list[tuple[bytes, bytes | None, int, int]]) -> GroupState:
+    state = GroupState(GROUP)
+    for key, value, offset, at in records:
+        state.apply(key, value, offset, at)
+    return state
+
+
+def test_a_defeated_claim_is_judged_the_same_on_the_full_and_the_compacted_log() -> None:
+    """A claim that lost, and that its loser never withdrew (killed), stays lost after compaction.
+
+    The verdict hung on the holder's reports between its claim and the contest; compaction
+    keeps only its last report, so a later reader judged the holder dead at the contest and
+    the loser the owner: two owners. The holder now tombstones claims that lost to it.
+    """
+    records: list[tuple[bytes, bytes | None, int, int]] = []
+    state = GroupState(GROUP, verdicts_of="holder")
+
+    def write(key: bytes, value: bytes | None, at_s: int) -> None:
+        offset = len(records)
+        records.append((key, value, offset, at_s * 1000))
+        state.apply(key, value, offset, at_s * 1000)
+
+    write(member_key(GROUP, "holder"), report("holder"), 0)
+    write(claim_key(GROUP, P0, "holder"), b"{}", 0)
+    for second in range(10, 41, 10):
+        write(member_key(GROUP, "holder"), report("holder"), second)
+    write(member_key(GROUP, "loser"), report("loser"), 41)
+    write(claim_key(GROUP, P0, "loser"), b"{}", 41)  # loses: the holder reported at 40
+    assert state.live_holders() == {P0: "holder"}
+    for key in state.take_defeated():  # what the holder's report thread writes
+        write(key, None, 42)
+    write(member_key(GROUP, "holder"), report("holder"), 50)  # the loser was killed: no more
+
+    for log in (records, _compacted(records)):
+        assert _replay(log).live_holders(50_000) == {P0: "holder"}
+
+
+def test_only_claims_defeated_by_this_member_are_handed_out_once() -> None:
+    """take_defeated() names the keys of claims that lost to verdicts_of's member, once."""
+    log = Log(keep_verdicts_of="holder")
+    log.add(member_key(GROUP, "holder"), report("holder"), 0)
+    log.add(member_key(GROUP, "other"), report("other"), 0)
+    assert log.claim("holder", P0, 1) is None
+    assert log.claim("other", P1, 1) is None
+    log.claim("loser", P0, 2)  # lost to holder
+    log.claim("loser", P1, 2)  # lost to other: not ours to tombstone
+    log.claim("gone", P0, 3)
+    log.add(claim_key(GROUP, P0, "gone"), None, 4)  # withdrew by itself
+    assert log.state.take_defeated() == [claim_key(GROUP, P0, "loser")]
+    assert log.state.take_defeated() == []

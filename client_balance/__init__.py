@@ -35,6 +35,7 @@ from client_balance.errors import (
     PartitionNotFoundError,
     PartitionOccupiedError,
     PartitionUnsubscribableError,
+    RedeliveryLimitError,
     TooFrequentError,
 )
 from client_balance.keys import RESUME_OFFSET, PartitionKey, TopicPartition
@@ -71,6 +72,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",
+    "RedeliveryLimitError",
     "TooFrequentError",
     "TopicPartition",
     "__version__",

@@ -14,6 +14,7 @@ survives pickling (Spark ships exceptions between processes)::
     │                                       407  every partition is waiting for data
     │                                       408  every partition has a batch out unconfirmed
     ├── GroupInUseError                          the group id also has subscribe() members
+    ├── RedeliveryLimitError                     a batch rolled back more than max_redeliveries
     ├── PartitionNotFoundError              404  a key outside the partition meta set
     ├── PartitionOccupiedError              410  another live member holds the partition
     ├── TooFrequentError                    421  retried too soon after a 410
@@ -54,6 +55,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",
+    "RedeliveryLimitError",
     "TooFrequentError",
 ]
 
@@ -135,6 +137,20 @@ class GroupInUseError(ClientBalanceError):
     def __init__(self, message: str, *, group_id: str) -> None:
         super().__init__(message)
         self.group_id = group_id
+
+
+class RedeliveryLimitError(ClientBalanceError):
+    """A batch was rolled back more than ``max_redeliveries`` times (policy ``"raise"``).
+
+    Raised by the ``confirm(..., consumed=False)`` that went over the limit, after it rolled the
+    batch back: ``key`` and ``offset`` name where the partition is stuck, ``rollbacks`` how often.
+    """
+
+    def __init__(self, message: str, *, key: str, offset: int, rollbacks: int) -> None:
+        super().__init__(message)
+        self.key = key
+        self.offset = offset
+        self.rollbacks = rollbacks
 
 
 class NotStartedError(ClientBalanceError):

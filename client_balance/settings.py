@@ -117,6 +117,20 @@ class ClientBalanceSettings(BaseSettings):
         description="Group mode (node, manual, elastic); None = node when source_count > 0, "
         "else manual. start(..., mode=...) overrides it.",
     )
+    max_redeliveries: int | None = Field(
+        default=None,
+        ge=0,
+        description="Rollbacks of the same batch allowed before redelivery_policy applies "
+        "(None: redeliver forever).",
+    )
+    redelivery_policy: Literal["raise", "skip", "dead-letter"] = Field(
+        default="raise",
+        description="Past max_redeliveries: raise RedeliveryLimitError from confirm, skip the "
+        "batch (logged), or produce it to dead_letter_topic and go on.",
+    )
+    dead_letter_topic: str | None = Field(
+        default=None, description="Where redelivery_policy='dead-letter' sends batches."
+    )
     status_topic_single_replica_ok: bool = Field(
         default=False,
         description="Accept a status topic with one replica on a multi-broker cluster (one "
@@ -214,6 +228,11 @@ class ClientBalanceSettings(BaseSettings):
     def _check_status_topic(cls, value: str) -> str:
         return check_topic_name(value)
 
+    @field_validator("dead_letter_topic")
+    @classmethod
+    def _check_dead_letter_topic(cls, value: str | None) -> str | None:
+        return None if value is None else check_topic_name(value)
+
     @model_validator(mode="after")
     def _check_lease(self) -> ClientBalanceSettings:
         if self.lease_timeout_s <= self.report_interval_s:
@@ -221,6 +240,11 @@ class ClientBalanceSettings(BaseSettings):
                 f"lease_timeout_s={self.lease_timeout_s} must be greater than "
                 f"report_interval_s={self.report_interval_s}, or live members would lapse between "
                 "two reports (use at least twice the report interval)"
+            )
+        if self.redelivery_policy == "dead-letter" and self.dead_letter_topic is None:
+            raise ValueError(
+                "redelivery_policy='dead-letter' needs dead_letter_topic: name the topic the "
+                "batches go to"
             )
         if self.request_timeout_s * 2 > self.lease_timeout_s:
             raise ValueError(

@@ -7,8 +7,9 @@
 - ``_meta``, ``_join``, ``_parse``, ``_setup``, ``_results``: the pieces they share
 """
 
-from client_balance.consumer._consumer import Batch, ClientBalanceConsumer
+from client_balance.consumer._consumer import ClientBalanceConsumer
 from client_balance.consumer._results import (
+    Batch,
     ConfirmResult,
     ConsumeResult,
     NodeContext,

@@ -38,10 +38,11 @@ from client_balance.consumer._join import join_group
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._parse import parse_context, parse_topics, resolve_mode
 from client_balance.consumer._reconcile import PartitionKeeper, Reconciler
+from client_balance.consumer._redelivery import Redeliveries
 from client_balance.consumer._results import (
+    Batch,
     ConfirmResult,
     ConsumeResult,
-    Message,
     OffsetInfo,
     PartitionMeta,
 )
@@ -60,7 +61,7 @@ from client_balance.keys import (
 )
 from client_balance.settings import ClientBalanceSettings, GroupMode
 
-__all__ = ["Batch", "ClientBalanceConsumer"]
+__all__ = ["ClientBalanceConsumer"]
 
 _log = get_logger("consumer")
 
@@ -73,30 +74,6 @@ _NO_BATCH_REASONS = {
 }
 
 
-class Batch:
-    """A batch from :meth:`ClientBalanceConsumer.batches`: the result plus ``confirm()``."""
-
-    __slots__ = ("_consumer", "result")
-
-    def __init__(self, consumer: ClientBalanceConsumer, result: ConsumeResult) -> None:
-        self._consumer = consumer
-        self.result = result
-
-    @property
-    def messages(self) -> list[Message]:
-        """The batch's messages (confluent-kafka ``Message`` objects)."""
-        return self.result.messages
-
-    @property
-    def key(self) -> str:
-        """The partition's key."""
-        return self.result.key
-
-    def confirm(self, consumed: bool = True) -> ConfirmResult:
-        """Confirm the batch (``consumed=False`` has it delivered again)."""
-        return self._consumer.confirm(self.result.confirm_context, consumed)
-
-
 @dataclass(frozen=True)
 class _Running:
     """Everything ``start()`` made; present exactly while the consumer runs or stops."""
@@ -106,6 +83,7 @@ class _Running:
     meta: MetaCache
     keeper: PartitionKeeper
     reconciler: Reconciler
+    redeliveries: Redeliveries
 
 
 class ClientBalanceConsumer:
@@ -220,7 +198,8 @@ class ClientBalanceConsumer:
                 raise
             fetcher.lease_ok = keeper.status.lease_ok
             self._setup = setup
-            self._run = _Running(setup, fetcher, meta, keeper, reconciler)
+            redeliveries = Redeliveries(self._settings)
+            self._run = _Running(setup, fetcher, meta, keeper, reconciler, redeliveries)
             self._state = _RUNNING
         reconciler.start()
         _log.info(
@@ -326,12 +305,22 @@ class ClientBalanceConsumer:
         407 (every partition waiting for data) or 408 (every partition has a batch out).
         """
         run = self._running()
-        batch = run.fetcher.take_batch(timeout_s)
-        if isinstance(batch, int):
-            run.fetcher.failures.raise_once()
-            reason = _NO_BATCH_REASONS[batch]
-            raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
-        key = run.meta.key(batch.partition)
+        while True:
+            batch = run.fetcher.take_batch(timeout_s)
+            if isinstance(batch, int):
+                run.fetcher.failures.raise_once()
+                reason = _NO_BATCH_REASONS[batch]
+                raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
+            key = run.meta.key(batch.partition)
+            if not run.redeliveries.must_skip(batch.partition, batch.start):
+                break
+            try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
+                run.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
+            except BaseException:
+                run.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
+                raise
+            run.fetcher.settle(batch.partition, batch.token, consumed=True)
+            run.redeliveries.confirmed(batch.partition)
         return ConsumeResult(
             key=key,
             topic=batch.partition.topic,
@@ -357,7 +346,12 @@ class ClientBalanceConsumer:
                 context=confirm_context,
             )
         current, committed = settled
-        return ConfirmResult(run.meta.key(partition), consumed, current, committed)
+        key = run.meta.key(partition)
+        if consumed:
+            run.redeliveries.confirmed(partition)
+        else:
+            run.redeliveries.rolled_back(partition, current, key)  # may raise: rolled back anyway
+        return ConfirmResult(key, consumed, current, committed)
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:
         """Batches until shutdown, for ``for batch in consumer.batches(): ...; batch.confirm()``."""

@@ -9,10 +9,12 @@ from client_balance.keys import TopicPartition
 
 if TYPE_CHECKING:
     from client_balance._kafka import Message
+    from client_balance.consumer._consumer import ClientBalanceConsumer
 else:
     Message = Any
 
 __all__ = [
+    "Batch",
     "ConfirmResult",
     "ConsumeResult",
     "Message",
@@ -107,3 +109,27 @@ class NodeContext:
     registered: frozenset[str]
     mode: str = "node"
     """The group mode: ``"node"``, ``"manual"`` or ``"elastic"``."""
+
+
+class Batch:
+    """A batch from :meth:`ClientBalanceConsumer.batches`: the result plus ``confirm()``."""
+
+    __slots__ = ("_consumer", "result")
+
+    def __init__(self, consumer: ClientBalanceConsumer, result: ConsumeResult) -> None:
+        self._consumer = consumer
+        self.result = result
+
+    @property
+    def messages(self) -> list[Message]:
+        """The batch's messages (confluent-kafka ``Message`` objects)."""
+        return self.result.messages
+
+    @property
+    def key(self) -> str:
+        """The partition's key."""
+        return self.result.key
+
+    def confirm(self, consumed: bool = True) -> ConfirmResult:
+        """Confirm the batch (``consumed=False`` has it delivered again)."""
+        return self._consumer.confirm(self.result.confirm_context, consumed)

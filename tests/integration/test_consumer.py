@@ -29,6 +29,7 @@ from client_balance import (
     NoMessageError,
     NotStartedError,
     PartitionMeta,
+    RedeliveryLimitError,
     TopicPartition,
 )
 from tests.integration.workers import wait_until
@@ -535,3 +536,86 @@ def test_a_topic_deleted_and_created_again_is_read_from_its_start(
             delivered += values_of(batch)
             consumer.confirm(batch.confirm_context)
         assert set(delivered) == {f"new{i}".encode() for i in range(7)}
+
+
+def _rolled_back_batch(consumer: ClientBalanceConsumer, times: int) -> ConsumeResult:
+    """Roll the first batch back ``times`` times; the batch as it came the last time."""
+    batch = consumer.get_message(timeout_s=30)
+    for _ in range(times - 1):
+        consumer.confirm(batch.confirm_context, consumed=False)
+        batch = consumer.get_message(timeout_s=30)
+    return batch
+
+
+def test_past_max_redeliveries_the_raise_policy_raises_and_still_redelivers(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The rollback that goes over the limit raises RedeliveryLimitError naming where; no skip."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    consumer = make_consumer(batch_max_messages=10, max_redeliveries=2)
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = _rolled_back_batch(consumer, 3)
+    with pytest.raises(RedeliveryLimitError) as limit:
+        consumer.confirm(batch.confirm_context, consumed=False)
+    assert (limit.value.key, limit.value.offset, limit.value.rollbacks) == (f"1:{topic}:0", 0, 3)
+    again = consumer.get_message(timeout_s=30)
+    assert again.start_offset == 0  # rolled back all the same: the application decides
+
+
+def test_past_max_redeliveries_the_skip_policy_moves_on(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch rolled back past max_redeliveries is skipped, logged and committed past."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    consumer = make_consumer(batch_max_messages=10, max_redeliveries=1, redelivery_policy="skip")
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = _rolled_back_batch(consumer, 2)
+    consumer.confirm(batch.confirm_context, consumed=False)
+    with caplog.at_level(logging.WARNING, logger="client_balance"):
+        following = consumer.get_message(timeout_s=30)
+    assert following.start_offset == batch.end_offset
+    assert any(r.getMessage() == "batch skipped after too many rollbacks" for r in caplog.records)
+    consumer.confirm(following.confirm_context)
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 20
+
+
+def test_past_max_redeliveries_the_dead_letter_policy_produces_the_batch(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The batch goes to dead_letter_topic with headers naming its origin, then it is skipped."""
+    topic, dead_letters = new_topic(partitions=1), new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    consumer = make_consumer(
+        batch_max_messages=10, max_redeliveries=0, redelivery_policy="dead-letter",
+        dead_letter_topic=dead_letters,
+    )  # fmt: skip
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = consumer.get_message(timeout_s=30)
+    consumer.confirm(batch.confirm_context, consumed=False)
+    following = consumer.get_message(timeout_s=30)
+    assert following.start_offset == batch.end_offset
+    reader = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "dlq-reader"})
+    try:
+        reader.assign([KafkaTopicPartition(dead_letters, 0, 0)])
+        moved: list[Any] = []
+
+        def read_dead_letters() -> bool:
+            moved.extend(reader.consume(10, 0.5))
+            return len(moved) >= len(batch.messages)
+
+        wait_until(read_dead_letters, 30, "the dead letters")
+    finally:
+        reader.close()
+    assert [m.value() for m in moved] == values_of(batch)
+    headers = dict(moved[0].headers() or [])
+    assert headers["client_balance.topic"] == topic.encode()
+    assert headers["client_balance.offset"] == b"0"

@@ -18,6 +18,7 @@ EXAMPLES: list[errors.ClientBalanceError] = [
     errors.PartitionNotFoundError("nope", key="1:t:9"),
     errors.PartitionOccupiedError("taken", key="1:t:0", holder="c-1"),
     errors.TooFrequentError("slow down", key="1:t:0", retry_after_s=5.0),
+    errors.RedeliveryLimitError("stuck", key="1:t:0", offset=7, rollbacks=4),
     errors.PartitionUnsubscribableError("no leader", key="-1:t:0"),
     errors.InconsistentSourceCountError("429", ours=3, group=4),
     errors.DuplicateNodeIdError("430", node_id=1, holder="c-2"),

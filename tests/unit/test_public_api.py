@@ -47,6 +47,7 @@ def test_public_names_are_pinned() -> None:
         "PartitionNotFoundError",
         "PartitionOccupiedError",
         "PartitionUnsubscribableError",
+        "RedeliveryLimitError",
         "TooFrequentError",
         "TopicPartition",
         "__version__",

@@ -64,6 +64,11 @@ def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.Monke
         ({"pinned": {"orders:1": -5}}, "bootstrap offset -5 is not allowed"),
         ({"pinned": {"1:orders:1": 0, "orders:1": 3}}, "pinned twice"),
         ({"grop_id": "x"}, "grop_id is not a setting"),
+        ({"request_timeout_s": 20}, "must be at most half of lease_timeout_s=30.0"),
+        ({"max_redeliveries": -1}, "max_redeliveries=-1"),
+        ({"redelivery_policy": "retry"}, "redelivery_policy='retry'"),
+        ({"redelivery_policy": "dead-letter"}, "needs dead_letter_topic"),
+        ({"dead_letter_topic": "bad topic"}, "topic name 'bad topic'"),
     ],
 )
 def test_invalid_values_are_named(override: dict[str, object], fragment: str) -> None:

@@ -1,0 +1,120 @@
+"""``max_redeliveries``: what happens to a batch the application keeps rolling back.
+
+A batch rolled back (``confirm(..., consumed=False)``) comes again from the same offset. One
+that can never be processed would stall its partition for good, so past ``max_redeliveries``
+rollbacks at one offset the ``redelivery_policy`` applies: ``"raise"`` raises
+:class:`RedeliveryLimitError` from the confirm that went over (the batch is rolled back all the
+same; the application decides), ``"skip"`` confirms the batch when it comes again and logs its
+range, ``"dead-letter"`` first produces its messages to ``dead_letter_topic`` (with headers
+naming where they came from), then skips it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from client_balance._kafka import KafkaException, from_kafka_exception, producer_client, timed_out
+from client_balance._logging import get_logger
+from client_balance.errors import RedeliveryLimitError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["Redeliveries"]
+
+_log = get_logger("consumer")
+
+
+class Redeliveries:
+    """Counts rollbacks per partition at one offset and applies the policy past the limit."""
+
+    def __init__(self, settings: ClientBalanceSettings) -> None:
+        self._settings = settings
+        self._limit = settings.max_redeliveries
+        self._lock = threading.Lock()
+        self._rollbacks: dict[TopicPartition, tuple[int, int]] = {}
+        """Partition -> (offset rolled back to, how many times in a row)."""
+        self._producer: Any = None
+
+    def confirmed(self, partition: TopicPartition) -> None:
+        """The partition moved on: its count starts over."""
+        if self._limit is not None:
+            with self._lock:
+                self._rollbacks.pop(partition, None)
+
+    def rolled_back(self, partition: TopicPartition, offset: int, key: str) -> None:
+        """Count a rollback to ``offset``; raise past the limit under the ``"raise"`` policy."""
+        if self._limit is None:
+            return
+        with self._lock:
+            at, count = self._rollbacks.get(partition, (offset, 0))
+            count = count + 1 if at == offset else 1
+            self._rollbacks[partition] = (offset, count)
+        if count > self._limit and self._settings.redelivery_policy == "raise":
+            raise RedeliveryLimitError(
+                f"the batch of {key} at offset {offset} was rolled back {count} times, more "
+                f"than max_redeliveries={self._limit}; it was rolled back again. Skip it by "
+                "confirming it, disconnect the partition, or set redelivery_policy",
+                key=key,
+                offset=offset,
+                rollbacks=count,
+            )
+
+    def must_skip(self, partition: TopicPartition, start: int) -> bool:
+        """Whether the batch starting at ``start`` is over the limit and the policy skips it."""
+        if self._limit is None or self._settings.redelivery_policy == "raise":
+            return False
+        with self._lock:
+            at, count = self._rollbacks.get(partition, (-1, 0))
+        return at == start and count > self._limit
+
+    def set_aside(
+        self, partition: TopicPartition, key: str, start: int, messages: list[Any]
+    ) -> None:
+        """Log (and, for ``"dead-letter"``, produce) a batch that is about to be skipped."""
+        topic = self._settings.dead_letter_topic
+        if self._settings.redelivery_policy == "dead-letter" and topic is not None:
+            self._dead_letter(topic, partition, messages)
+        _log.warning(
+            "batch skipped after too many rollbacks",
+            partition=key,
+            start=start,
+            messages=len(messages),
+            policy=self._settings.redelivery_policy,
+        )
+
+    def _dead_letter(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
+        if self._producer is None:
+            settings = self._settings
+            self._producer = producer_client(
+                settings.bootstrap_servers, settings.admin_config(), {"acks": "all"}
+            )
+        timeout_s = self._settings.request_timeout_s
+        failures: list[Any] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                failures.append(error)
+
+        try:
+            for message in messages:
+                origin = [
+                    ("client_balance.topic", partition.topic.encode()),
+                    ("client_balance.partition", str(partition.partition).encode()),
+                    ("client_balance.offset", str(message.offset()).encode()),
+                ]
+                headers = [*(message.headers() or []), *origin]
+                self._producer.produce(
+                    topic, message.value(), message.key(), headers=headers, on_delivery=delivered
+                )
+            left = self._producer.flush(timeout_s)
+        except (KafkaException, BufferError) as error:
+            raise from_kafka_exception(
+                error, f"producing to dead_letter_topic {topic!r}"
+            ) from error
+        if failures:
+            raise from_kafka_exception(
+                KafkaException(failures[0]), f"producing to dead_letter_topic {topic!r}"
+            )
+        if left:
+            raise timed_out(f"producing {left} messages to dead_letter_topic {topic!r}", timeout_s)

@@ -131,6 +131,12 @@ class ClientBalanceSettings(BaseSettings):
     dead_letter_topic: str | None = Field(
         default=None, description="Where redelivery_policy='dead-letter' sends batches."
     )
+    reap_after_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Members dead this long past their lease have their status records "
+        "tombstoned by the group's earliest live member.",
+    )
     status_topic_single_replica_ok: bool = Field(
         default=False,
         description="Accept a status topic with one replica on a multi-broker cluster (one "

@@ -1,7 +1,8 @@
 """Operator and setup calls against a Kafka cluster.
 
 Readiness probes and topic creation, and the operator view of client-balanced groups:
-``GroupView.load(settings, group)``, ``list_groups``, ``reset_offsets``, and the group offset
+``GroupView.load(settings, group)``, ``list_groups``, ``reset_offsets``, ``reap_dead_members``,
+and the group offset
 helpers ``partition_offsets`` and ``commit_offsets``. Every ``confluent_kafka`` error is turned
 into :class:`~client_balance.errors.KafkaClientError`.
 """
@@ -14,6 +15,7 @@ from client_balance._kafka import (
     partition_offsets,
     wait_for_group_coordinator,
 )
+from client_balance.admin._reap import reap_dead_members
 from client_balance.admin._reset import reset_offsets
 from client_balance.admin._view import GroupView, MemberView, PartitionView, list_groups
 
@@ -27,6 +29,7 @@ __all__ = [
     "group_members",
     "list_groups",
     "partition_offsets",
+    "reap_dead_members",
     "reset_offsets",
     "wait_for_group_coordinator",
 ]

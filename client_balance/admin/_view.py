@@ -28,7 +28,7 @@ from client_balance.membership import (
 )
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["GroupView", "MemberView", "PartitionView", "list_groups"]
+__all__ = ["GroupView", "MemberView", "PartitionView", "list_groups", "read_group"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,13 @@ class GroupView:
 
 
 def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -> GroupState:
+    return read_group(settings, group, timeout_s)[0]
+
+
+def read_group(
+    settings: ClientBalanceSettings, group: str, timeout_s: float
+) -> tuple[GroupState, int]:
+    """The group's state read from the status topic once, and its status partition."""
     kafka = settings.admin_config()
     count = ensure_status_topic(
         settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
@@ -178,7 +185,7 @@ def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -
         reader.read_to_end(timeout_s)
     finally:
         reader.close()
-    return reader.state
+    return reader.state, status_partition(group, count)
 
 
 def _partitions(

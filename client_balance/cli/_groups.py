@@ -1,4 +1,4 @@
-"""The operator commands of ``client-balance``: ``status``, ``groups`` and ``reset-offsets``.
+"""The operator commands of ``client-balance``: ``status``, ``groups``, ``reset-offsets``, ``reap``.
 
 They read the status topic through :mod:`client_balance.admin`. The cluster is
 ``--bootstrap-servers``, else ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``, else the broker that
@@ -59,6 +59,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     common(reset)
 
+    reap = commands.add_parser(
+        "reap", help="tombstone the status records of a group's long-dead members"
+    )
+    reap.add_argument("--group", required=True)
+    reap.add_argument(
+        "--older-than-s", type=float, default=None, metavar="SECONDS",
+        help="dead this long past their lease (default: the setting reap_after_s, 3600)",
+    )  # fmt: skip
+    common(reap)
+
 
 def _settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
     servers = (
@@ -112,8 +122,18 @@ def _reset(args: argparse.Namespace) -> int:
     return _render.EXIT_OK
 
 
+def _reap(args: argparse.Namespace) -> int:
+    settings = _settings(args, args.group)
+    reaped = admin.reap_dead_members(settings, args.group, older_than_s=args.older_than_s)
+    for consumer_id in reaped:
+        _render.out(consumer_id)
+    _render.say(f"reaped {len(reaped)} dead member(s) of group {args.group}")
+    return _render.EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": _status,
     "groups": _groups,
     "reset-offsets": _reset,
+    "reap": _reap,
 }

@@ -263,6 +263,28 @@ class StatusMember:
                 self._claimed.clear()  # they lapsed; the next round claims afresh
                 self._on_fenced(False)
             self._tombstone_defeated()
+            self._reap()
+
+    def _reap(self) -> None:
+        """Tombstone long-dead members' records, if this is the earliest live member.
+
+        One member does it so the others write nothing twice; any member may, since a
+        tombstone of a dead member changes nothing but what a replay has to read.
+        """
+        with self._reader.lock:
+            state = self._reader.state
+            live = state.live_reports()
+            if self._id not in live or min(live, key=state.join_order) != self._id:
+                return
+            grace_ms = int(self._settings.reap_after_s * 1000)
+            dead = state.dead_records(state.last_ms, grace_ms)
+        if dead:
+            try:
+                self._writer.write([(key, None) for keys in dead.values() for key in keys])
+            except KafkaClientError as error:
+                _log.warning("could not reap dead members", error=str(error))
+                return
+            _log.info("reaped dead members", members=sorted(dead))
 
     def _tombstone_defeated(self) -> None:
         """Withdraw, for their members, the claims that lost to this one (see take_defeated)."""

@@ -187,14 +187,15 @@ class GroupState:
         if kind == _MEMBER:
             return self._apply_report(consumer_id, value, offset, timestamp_ms)
         assert partition is not None  # noqa: S101 - claim keys always name one
-        self._seen(consumer_id, timestamp_ms, offset)
         holder = self.holders.get(partition)
         if value is None:  # withdrawn
+            # No sign of life: the winner of a contest or a reaper may write it for the member.
             self._defeated.pop(key, None)  # type: ignore[arg-type]  # a claim key is bytes
             if holder is not None and holder.consumer_id == consumer_id:
                 del self.holders[partition]
                 return True
             return False
+        self._seen(consumer_id, timestamp_ms, offset)
         keep = consumer_id == self.verdicts_of
         if (
             holder is not None
@@ -221,6 +222,25 @@ class GroupState:
         before withdrawing it) would be judged a win by a reader replaying the compacted log.
         """
         keys, self._defeated = list(self._defeated), {}
+        return keys
+
+    def dead_records(self, now_ms: int, grace_ms: int) -> dict[str, list[bytes]]:
+        """Members dead for longer than ``grace_ms`` past their lease -> keys to tombstone.
+
+        The keys are the member's report and its standing claims: compaction keeps a dead
+        member's last records forever otherwise, and every start replays them.
+        """
+        dead = {
+            consumer_id
+            for consumer_id, member in self.members.items()
+            if now_ms - member.last_seen_ms > member.lease_ms + grace_ms
+        }
+        keys: dict[str, list[bytes]] = {consumer_id: [] for consumer_id in sorted(dead)}
+        for partition, claim in sorted(self.holders.items()):
+            if claim.consumer_id in dead:
+                keys[claim.consumer_id].append(claim_key(self.group, partition, claim.consumer_id))
+        for consumer_id, member_keys in keys.items():  # the report last: it ends the member
+            member_keys.append(member_key(self.group, consumer_id))
         return keys
 
     def defeated_again(self, keys: list[bytes]) -> None:

@@ -305,6 +305,57 @@ def test_a_claim_that_lost_and_was_never_withdrawn_is_tombstoned_by_the_holder(
     assert holder.registered_partitions() == {f"1:{topic}:0"}
 
 
+def _fake_dead_member(bootstrap: str, group: str, topic: str) -> tuple[bytes, bytes]:
+    """Write a report and a claim of a member that then dies at once (a 1 s lease)."""
+    ghost = MemberReport(
+        consumer_id="ghost", host="gone", pid=1, node_id=-1, source_count=-1, topics=(topic,),
+        strategy="modulo", version="test", lease_timeout_s=1.0, mode="manual",
+    )  # fmt: skip
+    keys = (member_key(group, "ghost"), claim_key(group, TopicPartition(topic, 0), "ghost"))
+    writer = StatusWriter(bootstrap, STATUS_TOPIC, 0, kafka={}, timeout_s=10)
+    writer.write([(keys[0], ghost.encode()), (keys[1], b"{}")])
+    writer.close()
+    return keys
+
+
+def test_the_earliest_live_member_reaps_long_dead_members(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A dead member's report and claims get tombstones reap_after_s after its lease."""
+    topic = new_topic(partitions=1)
+    member = make_member(reap_after_s=1.0)
+    member.start([topic], source_count=0)
+    group = member.settings.group_id
+    keys = _fake_dead_member(kafka_bootstrap, group, topic)
+
+    def reaped() -> bool:
+        gone = {key for key, value, _, _ in status_log(kafka_bootstrap, group) if value is None}
+        return set(keys) <= gone
+
+    wait_until(reaped, 20, "tombstones for the dead member", VIEW_POLL_S)
+    view = admin.GroupView.load(member.settings)
+    assert [m.consumer_id for m in view.members] == [member.consumer_id]
+
+
+def test_cli_reap_tombstones_a_group_with_no_live_member(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """client-balance reap removes what dead members left; groups no longer lists the group."""
+    topic = new_topic(partitions=1)
+    group = f"reaped-{uuid.uuid4().hex[:8]}"
+    _fake_dead_member(kafka_bootstrap, group, topic)
+    time.sleep(1.5)  # past the ghost's 1 s lease
+    common = ["--bootstrap-servers", kafka_bootstrap]
+    assert cli_main(["reap", "--group", group, "--older-than-s", "0", *common]) == 0
+    assert capsys.readouterr().out.split() == ["ghost"]
+    assert cli_main(["groups", "--json", *common]) == 0
+    assert group not in json.loads(capsys.readouterr().out)
+
+
 def test_a_conflict_seen_later_stops_the_later_member(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],

@@ -102,6 +102,7 @@ def test_admin_names_are_pinned() -> None:
         "group_members",
         "list_groups",
         "partition_offsets",
+        "reap_dead_members",
         "reset_offsets",
         "wait_for_group_coordinator",
     ]

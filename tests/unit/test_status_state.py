@@ -201,3 +201,25 @@ def test_only_claims_defeated_by_this_member_are_handed_out_once() -> None:
     log.add(claim_key(GROUP, P0, "gone"), None, 4)  # withdrew by itself
     assert log.state.take_defeated() == [claim_key(GROUP, P0, "loser")]
     assert log.state.take_defeated() == []
+
+
+def test_dead_records_name_long_dead_members_and_their_claims_only() -> None:
+    """Members silent past lease + grace give their report key and standing claim keys."""
+    log = Log()
+    log.add(member_key(GROUP, "dead"), report("dead", lease_s=1.0), 0)
+    log.claim("dead", P0, 0)
+    log.add(member_key(GROUP, "alive"), report("alive", lease_s=1.0), 0)
+    log.claim("alive", P1, 0)
+    log.add(member_key(GROUP, "alive"), report("alive", lease_s=1.0), 9_000)
+    assert log.state.dead_records(9_000, grace_ms=5_000) == {
+        "dead": [claim_key(GROUP, P0, "dead"), member_key(GROUP, "dead")]
+    }
+    assert log.state.dead_records(9_000, grace_ms=8_500) == {}  # within its grace still
+
+
+def test_a_tombstone_written_for_a_member_is_no_sign_of_its_life() -> None:
+    """A claim tombstone (its winner's or a reaper's) does not renew the member's lease."""
+    log = Log()
+    log.add(member_key(GROUP, "loser"), report("loser", lease_s=1.0), 0)
+    log.add(claim_key(GROUP, P0, "loser"), None, 5_000)
+    assert not log.state.is_alive("loser", 5_000)

@@ -1,0 +1,49 @@
+"""Reaping dead members: tombstones for the status records of members long gone.
+
+A member that dies without a clean shutdown leaves its last report and its claims in the
+compacted status topic for good: every start replays them and ``groups`` lists the group. The
+group's earliest live member reaps members dead for ``reap_after_s`` past their lease; this is
+the operator's way to do it now, for a group with no live member as well.
+"""
+
+from __future__ import annotations
+
+import time
+
+from client_balance.admin._view import read_group
+from client_balance.errors import ConfigError
+from client_balance.membership import StatusWriter
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["reap_dead_members"]
+
+
+def reap_dead_members(
+    settings: ClientBalanceSettings,
+    group: str | None = None,
+    *,
+    older_than_s: float | None = None,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Tombstone the records of ``group``'s members dead ``older_than_s`` past their lease.
+
+    ``older_than_s`` defaults to ``settings.reap_after_s``; 0 reaps every member whose lease
+    has run out. Returns the consumer ids reaped, sorted. Live members are never touched.
+    """
+    group = group or settings.group_id
+    grace_s = settings.reap_after_s if older_than_s is None else older_than_s
+    if grace_s < 0:
+        raise ConfigError(f"older_than_s={older_than_s} is not allowed; use a time >= 0")
+    state, partition = read_group(settings, group, timeout_s)
+    now_ms = max(state.last_ms, int(time.time() * 1000))
+    dead = state.dead_records(now_ms, int(grace_s * 1000))
+    if dead:
+        writer = StatusWriter(
+            settings.bootstrap_servers, settings.status_topic, partition,
+            kafka=settings.admin_config(), timeout_s=timeout_s,
+        )  # fmt: skip
+        try:
+            writer.write([(key, None) for keys in dead.values() for key in keys])
+        finally:
+            writer.close()
+    return sorted(dead)

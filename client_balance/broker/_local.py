@@ -50,12 +50,13 @@ class LocalKafka:
 
     With ``brokers > 1`` each node has its own folder ``node-<id>/`` in the data dir, and the
     fault methods (:meth:`kill_broker`, :meth:`stop_broker`, :meth:`restart_broker`,
-    :meth:`leader_of`) let tests fail one of them.
+    :meth:`leader_of`) let tests fail one of them. ``proxied=True`` gives every node a third
+    listener advertised at a port where a test puts a proxy: clients bootstrapped through it
+    can be cut off alone (:attr:`proxied_listeners`).
 
     With ``die_with_parent`` (the default) a JVM gets SIGTERM when the thread that started it
-    ends, even if this process is killed outright, so a crashed test run leaves no broker behind
-    (Linux ``setpriv --pdeathsig``; skipped where setpriv is missing). Start it from a
-    long-lived thread, or pass False for a broker meant to outlive its starter.
+    ends, even if this process is killed outright (Linux ``setpriv --pdeathsig``, where present).
+    Start it from a long-lived thread, or pass False for a broker meant to outlive its starter.
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class LocalKafka:
         die_with_parent: bool = True,
         class_data_sharing: bool = True,
         progress: Callable[[str], None] | None = None,
+        proxied: bool = False,
     ) -> None:
         if type(brokers) is not int or brokers < 1:
             raise ConfigError(f"brokers={brokers!r} is not allowed; use an int >= 1")
@@ -84,6 +86,7 @@ class LocalKafka:
         self.stop_timeout_s = stop_timeout_s
         self._requested_port = port
         self._extra_config = dict(config or {})
+        self.proxied = proxied
         self._progress = progress
         self._owns_data_dir = data_dir is None
         self._data_dir = Path(data_dir) if data_dir is not None else None
@@ -93,6 +96,11 @@ class LocalKafka:
         """Seconds from ``start()`` to a cluster that serves metadata and offsets."""
 
     # -- properties -------------------------------------------------------------------------
+
+    @property
+    def proxied_listeners(self) -> dict[int, tuple[int, int]]:
+        """``proxied=True``: node id -> (listener port, advertised port for a test's proxy)."""
+        return {n.node_id: n.ports.proxied for n in self._nodes if n.ports and n.ports.proxied}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -112,10 +120,6 @@ class LocalKafka:
     def log_path(self) -> Path:
         """The broker's stdout/stderr log (the first node's, with brokers > 1)."""
         return self._node_dir(1) / LOG_NAME
-
-    def log_paths(self) -> dict[int, Path]:
-        """Each node's log by node id."""
-        return {node_id: self._node_dir(node_id) / LOG_NAME for node_id in self._node_ids()}
 
     @property
     def pid(self) -> int | None:
@@ -192,7 +196,9 @@ class LocalKafka:
             KafkaNode(node_id, self._node_dir(node_id), launch, dumps_cds=node_id == 1)
             for node_id in self._node_ids()
         ]
-        prepare_nodes(nodes, first_port=self._requested_port, extra=self._extra_config)
+        prepare_nodes(
+            nodes, first_port=self._requested_port, extra=self._extra_config, proxied=self.proxied
+        )
         self._nodes = nodes
         if self._finalizer is not None:
             self._finalizer.detach()

@@ -114,10 +114,12 @@ class Launch:
 
 @dataclass(frozen=True, slots=True)
 class NodePorts:
-    """A node's two listeners on 127.0.0.1."""
+    """A node's listeners on 127.0.0.1."""
 
     broker: int
     controller: int
+    proxied: tuple[int, int] | None = None
+    """(port, advertised port) of a third listener, for clients a test proxy can cut off."""
 
 
 class KafkaNode:
@@ -186,11 +188,20 @@ class KafkaNode:
             f"PLAINTEXT://127.0.0.1:{self.ports.broker},"
             f"CONTROLLER://127.0.0.1:{self.ports.controller}"
         )
+        advertised, protocols = listeners, cluster["listener.security.protocol.map"]
+        if self.ports.proxied is not None:
+            # Clients that bootstrap here are told the advertised port: whatever listens there
+            # (a test's proxy) carries all their traffic, so cutting it cuts them alone.
+            port, advertised_port = self.ports.proxied
+            listeners += f",PROXIED://127.0.0.1:{port}"
+            advertised += f",PROXIED://127.0.0.1:{advertised_port}"
+            protocols += ",PROXIED:PLAINTEXT"
         values = {
             **cluster,
             "node.id": str(self.node_id),
             "listeners": listeners,
-            "advertised.listeners": listeners,
+            "advertised.listeners": advertised,
+            "listener.security.protocol.map": protocols,
             "log.dirs": str(self.directory / "kraft-logs"),
             **extra,
         }
@@ -331,19 +342,24 @@ def stop_nodes(nodes: Iterable[KafkaNode], timeout_s: float) -> None:
 
 
 def prepare_nodes(
-    nodes: list[KafkaNode], *, first_port: int | None, extra: Mapping[str, str]
+    nodes: list[KafkaNode],
+    *,
+    first_port: int | None,
+    extra: Mapping[str, str],
+    proxied: bool = False,
 ) -> None:
     """Give ``nodes`` ports, write their properties, format their log dirs with one cluster id.
 
     A node keeps the ports of an earlier start on its folder, else gets free ones (the first
     node's PLAINTEXT port is ``first_port`` when given). Formatted log dirs stay as they are.
     """
-    fresh = iter(free_ports(2 * len(nodes)))
+    fresh = iter(free_ports((4 if proxied else 2) * len(nodes)))
     for node in nodes:
         broker, controller = next(fresh), next(fresh)
         if node.node_id == 1 and first_port is not None:
             broker = first_port
-        node.ports = node.previous_ports() or NodePorts(broker, controller)
+        extra_listener = (next(fresh), next(fresh)) if proxied else None
+        node.ports = node.previous_ports() or NodePorts(broker, controller, extra_listener)
     config = cluster_config(nodes)
     for node in nodes:
         node.write_config(config, extra)

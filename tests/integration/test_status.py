@@ -27,6 +27,7 @@ from client_balance import (
     PartitionOccupiedError,
     admin,
 )
+from client_balance.broker import LocalKafka
 from client_balance.cli import main as cli_main
 from client_balance.keys import TopicPartition
 from client_balance.membership import (
@@ -42,6 +43,7 @@ from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share
 from tests.integration.conftest import GroupFactory
 from tests.integration.consumer_worker import batch_events
+from tests.integration.proxy import TcpProxy
 from tests.integration.workers import (
     REPO,
     Group,
@@ -700,3 +702,72 @@ def test_a_paused_member_hands_out_nothing_taken_and_commits_nothing_backwards(
     for partition, end in final.items():
         assert {(partition, o) for o in range(end)} <= seen  # nothing committed undelivered
     assert all(end <= high[p] for p, end in final.items())
+
+
+@pytest.mark.timeout(300)
+def test_a_member_cut_off_from_the_cluster_is_replaced_and_rejoins(
+    new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """One member's network cut for lease + 10 s: the other takes over, and it rejoins after.
+
+    It hands out no batch of a partition behind the new owner and commits nothing under it;
+    every message is delivered; nothing committed was left undelivered.
+    """
+    with LocalKafka(proxied=True) as kafka:
+        ((listener, advertised),) = kafka.proxied_listeners.values()
+        proxy = TcpProxy(advertised, listener)
+        try:
+            _run_cut_off(kafka.bootstrap_servers, f"127.0.0.1:{advertised}", proxy, tmp_path)
+        finally:
+            proxy.close()
+
+
+def _run_cut_off(direct: str, proxied: str, proxy: TcpProxy, folder: Path) -> None:
+    partitions, total, lease_s = 4, 40_000, 6.0
+    topic = f"cut-{uuid.uuid4().hex[:8]}"
+    admin.create_topics(direct, {topic: partitions})
+    produce(direct, topic, total, partitions=partitions)
+    high = highs(direct, topic, partitions)
+    (folder / "other").mkdir()
+    (folder / "cut").mkdir()
+    other_group = Group(direct, topic, -1, folder / "other", mode="elastic")
+    cut_group = Group(proxied, topic, -1, folder / "cut", mode="elastic", group=other_group.group)
+    settings = ClientBalanceSettings(bootstrap_servers=direct, group_id=other_group.group)
+    options = ("--confirm-delay-s", "0.05", "--batch-max", "20", "--lease-timeout-s", str(lease_s))
+    try:
+        other, cut = other_group.spawn(0, *options), cut_group.spawn(1, *options)
+
+        def two_each() -> bool:
+            return sorted(_held_counts(admin.GroupView.load(settings)).values()) == [2, 2]
+
+        wait_until(two_each, 60, "two members holding two partitions each", VIEW_POLL_S)
+        wait_until(lambda: len(cut.records()) > 100, 30, "the member to be cut consumed")
+        cut_at = len(batch_events(cut.out))
+        proxy.cut()
+        began = time.monotonic()
+        wait_until(
+            lambda: list(_held_counts(admin.GroupView.load(settings)).values()) == [partitions],
+            60,
+            "the other member holding every partition",
+            VIEW_POLL_S,
+        )
+        time.sleep(max(lease_s + 10 - (time.monotonic() - began), 0))
+        proxy.restore()
+        wait_until(two_each, 90, "the cut member back with its share", VIEW_POLL_S)
+        other_group.stop([other])
+        cut_group.stop([cut])
+    finally:
+        other_group.kill_leftovers()
+        cut_group.kill_leftovers()
+    owner_at: dict[int, int] = {}
+    for kind, partition, position, at_once in batch_events(other.out):
+        if kind == "confirmed" and at_once:
+            owner_at[partition] = max(owner_at.get(partition, 0), position)
+    for kind, partition, position, at_once in batch_events(cut.out)[cut_at:]:
+        behind = position < owner_at.get(partition, 0)
+        assert not (kind == "out" and behind), f"stale batch of {partition} at {position}"
+        assert not (kind == "confirmed" and at_once and behind), f"{partition} back to {position}"
+    seen = {record for node in (other, cut) for record in node.records()}
+    for partition, end in committed(direct, other_group.group, topic, partitions).items():
+        assert end <= high[partition]
+        assert {(partition, o) for o in range(end)} <= seen

@@ -43,6 +43,10 @@ from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share
 from tests.integration.conftest import GroupFactory
 from tests.integration.consumer_worker import batch_events
+from tests.integration.history import (
+    assert_committed_was_delivered,
+    assert_nothing_behind_the_new_owner,
+)
 from tests.integration.proxy import TcpProxy
 from tests.integration.workers import (
     REPO,
@@ -685,23 +689,14 @@ def test_a_paused_member_hands_out_nothing_taken_and_commits_nothing_backwards(
     )
     time.sleep(2)
     group.stop([paused, other])
-    # The other member's commits on each partition; the paused one may hand out or commit
-    # a partition again only from where its new owner left it (after handing it back).
-    owner_at: dict[int, int] = {}
-    for kind, partition, position, at_once in batch_events(other.out):
-        if kind == "confirmed" and at_once:
-            owner_at[partition] = max(owner_at.get(partition, 0), position)
-    for kind, partition, position, at_once in batch_events(paused.out)[paused_at:]:
-        behind = position < owner_at.get(partition, 0)
-        assert not (kind == "out" and behind), f"stale batch of {partition} at {position}"
-        assert not (kind == "confirmed" and at_once and behind), (
-            f"committed {partition} back to {position} under {owner_at[partition]}"
-        )
-    seen = {record for node in (paused, other) for record in node.records()}
-    final = committed(kafka_bootstrap, group.group, topic, partitions)
-    for partition, end in final.items():
-        assert {(partition, o) for o in range(end)} <= seen  # nothing committed undelivered
-    assert all(end <= high[p] for p, end in final.items())
+    assert_nothing_behind_the_new_owner(
+        batch_events(other.out), batch_events(paused.out)[paused_at:]
+    )
+    assert_committed_was_delivered(
+        committed(kafka_bootstrap, group.group, topic, partitions),
+        {record for node in (paused, other) for record in node.records()},
+        high,
+    )
 
 
 @pytest.mark.timeout(300)
@@ -759,15 +754,9 @@ def _run_cut_off(direct: str, proxied: str, proxy: TcpProxy, folder: Path) -> No
     finally:
         other_group.kill_leftovers()
         cut_group.kill_leftovers()
-    owner_at: dict[int, int] = {}
-    for kind, partition, position, at_once in batch_events(other.out):
-        if kind == "confirmed" and at_once:
-            owner_at[partition] = max(owner_at.get(partition, 0), position)
-    for kind, partition, position, at_once in batch_events(cut.out)[cut_at:]:
-        behind = position < owner_at.get(partition, 0)
-        assert not (kind == "out" and behind), f"stale batch of {partition} at {position}"
-        assert not (kind == "confirmed" and at_once and behind), f"{partition} back to {position}"
-    seen = {record for node in (other, cut) for record in node.records()}
-    for partition, end in committed(direct, other_group.group, topic, partitions).items():
-        assert end <= high[partition]
-        assert {(partition, o) for o in range(end)} <= seen
+    assert_nothing_behind_the_new_owner(batch_events(other.out), batch_events(cut.out)[cut_at:])
+    assert_committed_was_delivered(
+        committed(direct, other_group.group, topic, partitions),
+        {record for node in (other, cut) for record in node.records()},
+        high,
+    )

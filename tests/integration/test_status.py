@@ -10,8 +10,9 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError
@@ -24,6 +25,8 @@ from client_balance import (
     DuplicateNodeIdError,
     InconsistentSourceCountError,
     KafkaClientError,
+    NodeContext,
+    PartitionMeta,
     PartitionOccupiedError,
     admin,
 )
@@ -219,6 +222,61 @@ def test_a_release_whose_commit_fails_still_withdraws_the_claim(
     assert first.registered_partitions() == set()
     second.connect(f"{topic}:0")  # no 410: the claim was withdrawn
     assert second.registered_partitions() == {f"1:{topic}:0"}
+
+
+def test_a_round_whose_release_commit_fails_hands_the_partition_over_within_two_rounds(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """A commit failure injected once during a reconcile round's release: the claim goes anyway.
+
+    The new owner holds the partition within two reconcile intervals.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    owner = {"id": "first"}
+
+    def assigner_of(name: str) -> Callable[[Mapping[str, PartitionMeta], NodeContext], list[str]]:
+        return lambda meta, context: [f"{topic}:0"] if owner["id"] == name else []
+
+    settings = kafka_settings(commit="interval", commit_interval_s=3600.0, request_timeout_s=2.0,
+                              lease_timeout_s=6.0, report_interval_s=1.0)  # fmt: skip
+    group = settings.group_id
+    first = ClientBalanceConsumer(settings, assigner=assigner_of("first"))
+    second = ClientBalanceConsumer(
+        kafka_settings(
+            group_id=group, request_timeout_s=2.0, lease_timeout_s=6.0, report_interval_s=1.0
+        ),
+        assigner=assigner_of("second"),
+    )
+    with first, second:
+        first.start([topic], source_count=-1, node_id=0)
+        second.start([topic], source_count=-1, node_id=1)
+        assert first.reconcile_now(30.0)
+        batch = first.get_message(timeout_s=30)
+        first.confirm(batch.confirm_context)  # confirmed, not committed: the release commits
+        assert first._run is not None
+        commits = first._run.fetcher._commits  # internal: inject one failing commit
+        real_commit = commits.commit
+
+        def fail_once(states: Any) -> None:
+            commits.commit = real_commit  # type: ignore[method-assign]
+            raise KafkaClientError("injected", kafka_code=-1, kafka_name="INJECTED")
+
+        commits.commit = fail_once  # type: ignore[method-assign]
+        owner["id"] = "second"
+        began = time.monotonic()
+        first.reconcile_now(30.0)  # its release fails to commit; the round's error is kept
+        wait_until(
+            lambda: second.reconcile_now(30.0) and bool(second.registered_partitions()),
+            2 * settings.reconcile_interval_s + 5,
+            "the new owner holding the partition",
+        )
+        assert time.monotonic() - began <= 2 * settings.reconcile_interval_s + 5
+        with pytest.raises(KafkaClientError, match="injected"):  # the round's failure, once
+            first.registered_partitions()
+        assert first.registered_partitions() == set()
 
 
 def test_a_fatal_client_error_stops_the_member_and_frees_its_partitions(

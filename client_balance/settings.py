@@ -137,6 +137,13 @@ class ClientBalanceSettings(BaseSettings):
         description="Members dead this long past their lease have their status records "
         "tombstoned by the group's earliest live member.",
     )
+    status_topic_partitions: int = Field(
+        default=1,
+        ge=1,
+        le=10_000,
+        description="Partitions the status topic spreads groups over (crc32(group) % n); the "
+        "same for every member. Adding partitions to the topic moves no group.",
+    )
     status_topic_single_replica_ok: bool = Field(
         default=False,
         description="Accept a status topic with one replica on a multi-broker cluster (one "

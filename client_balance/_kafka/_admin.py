@@ -204,8 +204,9 @@ def ensure_topic(
     config: Mapping[str, str],
     kafka: Mapping[str, KafkaValue] | None,
     timeout_s: float,
+    partitions: int = 1,
 ) -> TopicState:
-    """Create ``topic`` (one partition, ``config``) unless it exists; wait for its leader.
+    """Create ``topic`` (``partitions``, ``config``) unless it exists; wait for its leaders.
 
     A created topic gets ``min(3, brokers)`` replicas and, with 3, ``min.insync.replicas=2``:
     one broker may fail without losing a write. An existing topic is left as it is and
@@ -225,7 +226,7 @@ def ensure_topic(
         created = dict(config)
         if factor >= MAX_REPLICATION_FACTOR:
             created.setdefault("min.insync.replicas", str(factor - 1))
-        new = NewTopic(topic, num_partitions=1, replication_factor=factor, config=created)
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=factor, config=created)
         future = admin.create_topics([new], request_timeout=timeout_s)[topic]
         try:
             future.result(timeout=timeout_s)
@@ -233,7 +234,7 @@ def ensure_topic(
             if error.args[0].code() != _TOPIC_EXISTS:  # another member created it meanwhile
                 raise
         count = wait_until(
-            lambda: _leaders_known(admin, topic, 1, timeout_s),
+            lambda: _leaders_known(admin, topic, partitions, timeout_s),
             timeout_s=timeout_s,
             interval_s=METADATA_POLL_S,
         )

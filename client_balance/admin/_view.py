@@ -168,14 +168,16 @@ def read_group(
 ) -> tuple[GroupState, int]:
     """The group's state read from the status topic once, and its status partition."""
     kafka = settings.admin_config()
-    count = ensure_status_topic(
+    ensure_status_topic(
         settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
         allow_single_replica=True,  # an operator must see a group whatever its topic is like
+        partitions=settings.status_topic_partitions,
     )  # fmt: skip
+    partition = status_partition(group, settings.status_topic_partitions)
     reader = StatusReader(
         settings.bootstrap_servers,
         settings.status_topic,
-        status_partition(group, count),
+        partition,
         group,
         kafka=kafka,
         timeout_s=timeout_s,
@@ -185,7 +187,7 @@ def read_group(
         reader.read_to_end(timeout_s)
     finally:
         reader.close()
-    return reader.state, status_partition(group, count)
+    return reader.state, partition
 
 
 def _partitions(

@@ -46,7 +46,12 @@ _TOPIC_CONFIG = {
 
 
 def status_partition(group: str, partitions: int) -> int:
-    """The status partition of ``group``: the same answer for every member."""
+    """The status partition of ``group`` among ``partitions`` (``status_topic_partitions``).
+
+    Taken from the setting, never from the topic's current count: adding partitions to the
+    status topic must not move a running group to another partition, where its new members
+    would not see its old ones.
+    """
     return zlib.crc32(group.encode()) % partitions
 
 
@@ -57,6 +62,7 @@ def ensure_status_topic(
     kafka: Mapping[str, KafkaValue],
     timeout_s: float,
     allow_single_replica: bool = False,
+    partitions: int = 1,
 ) -> int:
     """Create the status topic if missing; check its settings; return its partition count.
 
@@ -67,8 +73,15 @@ def ensure_status_topic(
     ``allow_single_replica``.
     """
     state = ensure_topic(
-        bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s
-    )
+        bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
+        partitions=partitions,
+    )  # fmt: skip
+    if state.partitions < partitions:
+        raise ConfigError(
+            f"status topic {topic!r} has {state.partitions} partitions, fewer than "
+            f"status_topic_partitions={partitions}; add partitions to it or lower the setting "
+            "(every member of a group must use the same value)"
+        )
     single = state.replication_factor == 1 and state.brokers > 1
     if single and not allow_single_replica:
         raise ConfigError(

@@ -21,6 +21,7 @@ from client_balance._kafka import timed_out
 from client_balance._logging import get_logger
 from client_balance.errors import (
     ClientBalanceError,
+    ConfigError,
     DuplicateNodeIdError,
     InconsistentSourceCountError,
     KafkaClientError,
@@ -61,11 +62,12 @@ class StatusMember:
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
-        count = ensure_status_topic(
+        ensure_status_topic(
             settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s,
             allow_single_replica=settings.status_topic_single_replica_ok,
+            partitions=settings.status_topic_partitions,
         )  # fmt: skip
-        partition = status_partition(self._group, count)
+        partition = status_partition(self._group, settings.status_topic_partitions)
         self._writer = StatusWriter(
             settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s
         )
@@ -95,6 +97,7 @@ class StatusMember:
         ((offset, _),) = self._writer.write([(member_key(self._group, self._id), self._report())])
         self._join_offset, self._last_written_s = offset, sent
         self._wait_applied(offset)
+        self._check_layout()
         self._thread = threading.Thread(target=self._run, name="client-balance-report", daemon=True)
         self._thread.start()
 
@@ -119,6 +122,23 @@ class StatusMember:
         finally:
             self._writer.close()
             self._reader.close()
+
+    def _check_layout(self) -> None:
+        """Refuse to join next to members that place groups with another partition count."""
+        mine = self._settings.status_topic_partitions
+        with self._reader.lock:
+            others = {
+                member_id: report.status_partitions
+                for member_id, report in self._reader.state.live_reports().items()
+                if member_id != self._id and report.status_partitions not in (0, mine)
+            }
+        if others:
+            member_id, theirs = sorted(others.items())[0]
+            raise ConfigError(
+                f"status_topic_partitions={mine} differs from the live member {member_id}'s "
+                f"{theirs} in group {self._group!r}: members that place the group on different "
+                "status partitions do not see each other; give every member the same value"
+            )
 
     @property
     def fenced(self) -> bool:
@@ -218,6 +238,7 @@ class StatusMember:
             join_offset=self._join_offset,
             fenced=self._fenced,
             lease_timeout_s=self._settings.lease_timeout_s,
+            status_partitions=self._settings.status_topic_partitions,
         ).encode()
 
     def lease_ok(self) -> bool:

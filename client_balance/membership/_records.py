@@ -108,6 +108,8 @@ class MemberReport:
     fenced: bool = False
     mode: str = "node"
     """The member's group mode (``node``, ``manual``, ``elastic``)."""
+    status_partitions: int = 0
+    """Its ``status_topic_partitions`` (0: a report from before the setting existed)."""
 
     def encode(self) -> bytes:
         """The record value."""

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
 from client_balance import (
     ClientBalanceConsumer,
@@ -71,8 +73,7 @@ VIEW_POLL_S = 0.5
 def status_log(bootstrap: str, group: str) -> list[tuple[bytes | None, bytes | None, int, int]]:
     """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "status-log"})
-    count = len(reader.list_topics(STATUS_TOPIC, timeout=10).topics[STATUS_TOPIC].partitions)
-    partition = KafkaTopicPartition(STATUS_TOPIC, status_partition(group, count), 0)
+    partition = KafkaTopicPartition(STATUS_TOPIC, status_partition(group, 1), 0)  # the default
     # Up to the end as it is now: live members keep writing, so the log never stays at its end.
     _, end = reader.get_watermark_offsets(partition, timeout=10)
     reader.assign([partition])
@@ -313,6 +314,40 @@ def test_a_fatal_client_error_stops_the_member_and_frees_its_partitions(
     wait_until(second_connects, 30, "the stopped member's partition to be free")
     with pytest.raises(KafkaClientError, match="injected"):
         first.registered_partitions()
+
+
+def test_adding_partitions_to_the_status_topic_moves_no_group(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A member that starts after the status topic grew still meets the group's running members.
+
+    Before the fix the group's status partition was crc32(group) % the topic's partitions now:
+    after growing the topic a new member read another partition, saw nobody, and took a
+    partition a running member held.
+    """
+    topic = new_topic(partitions=1)
+    status_topic = f"status-grown-{uuid.uuid4().hex[:8]}"
+    # A group whose partition moves when the topic grows from 1 to 3 partitions.
+    group = next(f"grown-{i}" for i in range(100) if status_partition(f"grown-{i}", 3) != 0)
+    first = make_member(group_id=group, status_topic=status_topic)
+    first.start([topic], source_count=0)
+    first.connect(f"{topic}:0")
+    client = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in client.create_partitions([NewPartitions(status_topic, 3)]).values():
+        future.result(timeout=30)
+    second = make_member(group_id=group, status_topic=status_topic)
+    second.start([topic], source_count=0)
+    with pytest.raises(PartitionOccupiedError):
+        second.connect(f"{topic}:0")
+    # A member set to spread groups over 3 partitions, where its group's partition stays 0,
+    # meets the members that use 1 and is refused (elsewhere it could not see them at all).
+    shared = next(f"shared-{i}" for i in range(100) if status_partition(f"shared-{i}", 3) == 0)
+    make_member(group_id=shared, status_topic=status_topic).start([topic], source_count=0)
+    spread = make_member(group_id=shared, status_topic=status_topic, status_topic_partitions=3)
+    with pytest.raises(ConfigError, match="status_topic_partitions=3 differs from the live"):
+        spread.start([topic], source_count=0)
 
 
 # ---------------------------------------------------------------------------- group checks

@@ -853,3 +853,85 @@ def _run_cut_off(direct: str, proxied: str, proxy: TcpProxy, folder: Path) -> No
         {record for node in (other, cut) for record in node.records()},
         high,
     )
+
+
+@pytest.mark.timeout(240)
+def test_verdicts_hold_on_the_status_log_after_real_compaction(
+    new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """A claim that lost while its holder reported, and was never withdrawn, loses on replay too.
+
+    The status topic is compacted for real (segments of 100 ms, a cleaner that runs every
+    100 ms) while the holder reports; the log read back after compaction gives the same
+    holders as the members saw: the holder, and no double owner.
+    """
+    with LocalKafka(config={"log.cleaner.backoff.ms": "100"}) as kafka:
+        bootstrap, status_topic = kafka.bootstrap_servers, "status-compacted"
+        admin.create_topics(bootstrap, {"data": 2})
+        config = {
+            "cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime",
+            "segment.ms": "100", "min.compaction.lag.ms": "0",
+            "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "86400000",
+        }  # fmt: skip
+        admin.create_topics(bootstrap, {status_topic: 1}, config=config)
+        settings = ClientBalanceSettings(
+            bootstrap_servers=bootstrap, group_id="compacted", status_topic=status_topic,
+            report_interval_s=0.5, lease_timeout_s=3.0, request_timeout_s=1.0,
+        )  # fmt: skip
+        with ClientBalanceConsumer(settings) as holder:
+            holder.start(["data"], source_count=0)
+            holder.connect("data:0")
+            holder.connect("data:1")
+            # Longer than any lease a replay can assume for the holder (30 s when its earlier
+            # reports are compacted away): only those reports made the contest below a loss.
+            time.sleep(32)
+            writer = StatusWriter(bootstrap, status_topic, 0, kafka={}, timeout_s=10)
+            for number in range(2):  # members that lose a claim and are killed at once
+                loser = MemberReport(
+                    consumer_id=f"loser-{number}", host="gone", pid=1, node_id=-1,
+                    source_count=-1, topics=("data",), strategy="modulo", version="test",
+                    lease_timeout_s=3.0, mode="manual",
+                )  # fmt: skip
+                writer.write([
+                    (member_key("compacted", loser.consumer_id), loser.encode()),
+                    (claim_key("compacted", TopicPartition("data", number), loser.consumer_id),
+                     b"{}"),
+                ])  # fmt: skip
+            writer.close()
+
+            def compacted() -> bool:
+                records = _status_records(bootstrap, status_topic)
+                return len(records) < records[-1][2] + 1 - 10  # whole runs of reports gone
+
+            wait_until(compacted, 60, "the status log compacted", VIEW_POLL_S)
+            time.sleep(2)  # a few more holder reports, then compaction again
+            wait_until(compacted, 60, "the status log compacted again", VIEW_POLL_S)
+            state = GroupState("compacted")
+            for key, value, offset, stamp in _status_records(bootstrap, status_topic):
+                state.apply(key, value, offset, stamp)
+            expected = {TopicPartition("data", 0): holder.consumer_id,
+                        TopicPartition("data", 1): holder.consumer_id}  # fmt: skip
+            assert state.live_holders() == expected
+
+
+def _status_records(
+    bootstrap: str, topic: str
+) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """Every record of a one-partition status topic, as it is now (compacted or not)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-check"})
+    partition = KafkaTopicPartition(topic, 0, 0)
+    _, end = reader.get_watermark_offsets(partition, timeout=10)
+    reader.assign([partition])
+    records: list[tuple[bytes | None, bytes | None, int, int]] = []
+    try:
+        while True:
+            message = reader.poll(5)
+            assert message is not None, "the status topic did not reach its end"
+            offset = message.offset()
+            assert message.error() is None, message.error()
+            assert offset is not None
+            records.append((message.key(), message.value(), offset, message.timestamp()[1]))
+            if offset + 1 >= end:
+                return records
+    finally:
+        reader.close()

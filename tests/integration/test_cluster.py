@@ -8,6 +8,8 @@ fourth stops the cluster before the command line starts a cluster of its own.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +23,25 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ResourceType,
 )
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings, ConfigError, admin
+from client_balance import (
+    ClientBalanceConsumer,
+    ClientBalanceError,
+    ClientBalanceSettings,
+    ConfigError,
+    admin,
+)
 from client_balance.broker import LocalKafka
 from client_balance.cli import main
 from tests.integration.conftest import GroupFactory
-from tests.integration.workers import all_records, committed, highs, produce, wait_until
+from tests.integration.workers import (
+    Group,
+    Node,
+    all_records,
+    committed,
+    highs,
+    produce,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -207,6 +223,23 @@ def test_workers_lose_nothing_when_data_and_status_leaders_are_killed(
     options = ("--confirm-delay-s", "0.02", "--batch-max", "20", "--lease-timeout-s", "30")
     nodes = group.spawn_all(*options)
     group.wait_for_lines(nodes, 3_000, timeout_s=60)
+    settings = ClientBalanceSettings(bootstrap_servers=bootstrap, group_id=group.group)
+    with FenceWatch(settings) as fences:
+        _kill_leaders_under_load(cluster, group, nodes, topic)
+    assert fences.longest_s() < 30.0  # nobody fenced (or gone from the view) for a lease
+    group.wait_for_lines(nodes, total, timeout_s=180)
+    wait_until(
+        lambda: {r for node in nodes for r in node.records()} >= all_records(high),
+        timeout_s=120,
+        what="every message delivered",
+    )
+    group.stop(nodes)
+    assert committed(bootstrap, group.group, topic, partitions) == high
+
+
+def _kill_leaders_under_load(
+    cluster: LocalKafka, group: Group, nodes: list[Node], topic: str
+) -> None:
     for victim_of in (topic, STATUS_TOPIC):
         leader = cluster.leader_of(victim_of, 0)
         cluster.kill_broker(leader)
@@ -219,14 +252,48 @@ def test_workers_lose_nothing_when_data_and_status_leaders_are_killed(
         consumed = sum(len(node.records()) for node in nodes)
         group.wait_for_lines(nodes, consumed + 1_000, timeout_s=60)  # still consuming
         cluster.restart_broker(leader)
-    group.wait_for_lines(nodes, total, timeout_s=180)
-    wait_until(
-        lambda: {r for node in nodes for r in node.records()} >= all_records(high),
-        timeout_s=120,
-        what="every message delivered",
-    )
-    group.stop(nodes)
-    assert committed(bootstrap, group.group, topic, partitions) == high
+
+
+class FenceWatch:
+    """Samples the group view every second; the longest time any member was fenced or absent."""
+
+    def __init__(self, settings: ClientBalanceSettings) -> None:
+        self._settings = settings
+        self._stop = threading.Event()
+        self._since: dict[str, float] = {}
+        self._longest_s = 0.0
+        self._known: set[str] = set()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> FenceWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def longest_s(self) -> float:
+        """The longest stretch seen, counting one still going on at the end."""
+        now = time.monotonic()
+        return max([self._longest_s, *(now - began for began in self._since.values())])
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                view = admin.GroupView.load(self._settings, timeout_s=5.0)
+            except ClientBalanceError:
+                continue  # the status partition's leader is away: no sample
+            now = time.monotonic()
+            well = {m.consumer_id for m in view.members if m.live and not m.fenced}
+            self._known |= {m.consumer_id for m in view.members}
+            for member in self._known:
+                if member in well:
+                    began = self._since.pop(member, None)
+                    if began is not None:
+                        self._longest_s = max(self._longest_s, now - began)
+                else:
+                    self._since.setdefault(member, now)
 
 
 def test_cluster_stops_cleanly_and_leaves_no_jvm(cluster: LocalKafka) -> None:

@@ -7,12 +7,24 @@ and every message it delivers. From those, after a fault:
   off) handed out no batch and committed no position behind where their new owner had
   committed, from the fault on;
 - :func:`assert_committed_was_delivered`: every offset below the group's committed offset was
-  delivered by someone, and nothing past the high watermark is committed.
+  delivered by someone, and nothing past the high watermark is committed;
+- :func:`assert_only_owners_act`: replaying the status log for who held each partition when, no
+  member handed out a batch or committed while another member's winning claim stood;
+- :func:`assert_commits_never_go_back`: across all members, committed positions only grow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance.membership import GroupState, MemberReport, parse_key, status_partition
+from tests.integration.consumer_worker import timed_batch_events
+from tests.integration.workers import Node
+
+STATUS_TOPIC = "__client_balance_status"
 
 Event = tuple[str, int, int, int]
 """``(kind, partition, position, flag)`` of ``consumer_worker.batch_events``."""
@@ -56,3 +68,115 @@ def assert_committed_was_delivered(
         assert end <= high[partition], f"partition {partition} committed past its end: {end}"
         missing = sorted({(partition, o) for o in range(end)} - delivered)
         assert not missing, f"committed over undelivered offsets: {missing[:5]}"
+
+
+def status_log(
+    bootstrap: str, group: str, status_topic: str = STATUS_TOPIC
+) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "status-log"})
+    partition = KafkaTopicPartition(status_topic, status_partition(group, 1), 0)  # the default
+    # Up to the end as it is now: live members keep writing, so the log never stays at its end.
+    _, end = reader.get_watermark_offsets(partition, timeout=10)
+    reader.assign([partition])
+    records: list[tuple[bytes | None, bytes | None, int, int]] = []
+    try:
+        while True:
+            message = reader.poll(5)
+            assert message is not None, "the status topic did not reach its end"
+            offset = message.offset()
+            assert message.error() is None, message.error()
+            assert offset is not None
+            parsed = parse_key(message.key())
+            if parsed is not None and parsed[1] == group:
+                records.append((message.key(), message.value(), offset, message.timestamp()[1]))
+            if offset + 1 >= end:
+                return records
+    finally:
+        reader.close()
+
+
+TimedEvent = tuple[str, int, int, int, int]
+"""An :data:`Event` with its wall-clock ms last (``consumer_worker.timed_batch_events``)."""
+Record = tuple[bytes | None, bytes | None, int, int]
+"""A status record: (key, value, offset, broker ms)."""
+
+TOLERANCE_MS = 1_000
+"""A worker stamps a line after the call it logs returned; the broker stamps on arrival."""
+
+
+def owners_over_time(
+    group: str, topic: str, log: list[Record]
+) -> dict[int, list[tuple[int, str | None]]]:
+    """Replay the status log: partition number -> [(broker ms, holder or None)], in order."""
+    state = GroupState(group)
+    owners: dict[int, list[tuple[int, str | None]]] = {}
+    for key, value, offset, stamp in log:
+        before = dict(state.holders)
+        state.apply(key, value, offset, stamp)
+        for partition in set(before) | set(state.holders):
+            if partition.topic != topic:
+                continue
+            was, now = before.get(partition), state.holders.get(partition)
+            if (was and was.consumer_id) != (now and now.consumer_id):
+                owners.setdefault(partition.partition, []).append(
+                    (stamp, now.consumer_id if now else None)
+                )
+    return owners
+
+
+def members_by_pid(log: list[Record]) -> dict[int, str]:
+    """Worker pid -> consumer id, from the member reports in the status log."""
+    found = {}
+    for key, value, _, _ in log:
+        parsed = parse_key(key)
+        if parsed is not None and parsed[0] == "member" and value is not None:
+            found[MemberReport.decode(value).pid] = parsed[2]
+    return found
+
+
+def assert_only_owners_act(
+    owners: dict[int, list[tuple[int, str | None]]],
+    member_events: dict[str, list[TimedEvent]],
+) -> None:
+    """No member hands out a batch or commits while another member's winning claim stands.
+
+    A line stamped more than :data:`TOLERANCE_MS` after another member won the partition
+    (and before this member won it back) is a second live owner acting.
+    """
+    for member, events in member_events.items():
+        for kind, partition, position, at_once, at_ms in events:
+            if not (kind == "out" or (kind == "confirmed" and at_once)):
+                continue
+            history = owners.get(partition, [])
+            current = [owner for stamp, owner in history if stamp <= at_ms - TOLERANCE_MS]
+            holder = current[-1] if current else None
+            recent = {owner for stamp, owner in history if at_ms - TOLERANCE_MS < stamp <= at_ms}
+            assert holder in (member, None) or member in recent, (
+                f"{member} acted on partition {partition} at {position} while {holder} held it"
+            )
+
+
+def assert_commits_never_go_back(member_events: dict[str, list[TimedEvent]]) -> None:
+    """Across all members, each partition's committed position only grows over time."""
+    commits: dict[int, list[tuple[int, int, str]]] = {}
+    for member, events in member_events.items():
+        for kind, partition, position, at_once, at_ms in events:
+            if kind == "confirmed" and at_once:
+                commits.setdefault(partition, []).append((at_ms, position, member))
+    for partition, seen in commits.items():
+        furthest = 0
+        for _at_ms, position, member in sorted(seen):
+            assert position >= furthest, (
+                f"{member} committed partition {partition} back to {position} from {furthest}"
+            )
+            furthest = position
+
+
+def assert_history_holds(bootstrap: str, group: str, topic: str, nodes: Iterable[Node]) -> None:
+    """Replay the status log and the workers' timed logs: only owners act, commits only grow."""
+    log = status_log(bootstrap, group)
+    pids = members_by_pid(log)
+    events = {pids[node.process.pid]: timed_batch_events(node.out) for node in nodes}
+    assert_only_owners_act(owners_over_time(group, topic, log), events)
+    assert_commits_never_go_back(events)

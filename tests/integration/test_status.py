@@ -50,7 +50,9 @@ from tests.integration.conftest import GroupFactory
 from tests.integration.consumer_worker import batch_events
 from tests.integration.history import (
     assert_committed_was_delivered,
+    assert_history_holds,
     assert_nothing_behind_the_new_owner,
+    status_log,
 )
 from tests.integration.proxy import TcpProxy
 from tests.integration.workers import (
@@ -68,30 +70,6 @@ pytestmark = pytest.mark.integration
 
 STATUS_TOPIC = "__client_balance_status"
 VIEW_POLL_S = 0.5
-
-
-def status_log(bootstrap: str, group: str) -> list[tuple[bytes | None, bytes | None, int, int]]:
-    """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "status-log"})
-    partition = KafkaTopicPartition(STATUS_TOPIC, status_partition(group, 1), 0)  # the default
-    # Up to the end as it is now: live members keep writing, so the log never stays at its end.
-    _, end = reader.get_watermark_offsets(partition, timeout=10)
-    reader.assign([partition])
-    records: list[tuple[bytes | None, bytes | None, int, int]] = []
-    try:
-        while True:
-            message = reader.poll(5)
-            assert message is not None, "the status topic did not reach its end"
-            offset = message.offset()
-            assert message.error() is None, message.error()
-            assert offset is not None
-            parsed = parse_key(message.key())
-            if parsed is not None and parsed[1] == group:
-                records.append((message.key(), message.value(), offset, message.timestamp()[1]))
-            if offset + 1 >= end:
-                return records
-    finally:
-        reader.close()
 
 
 # ------------------------------------------------------------------------------- ownership
@@ -790,6 +768,7 @@ def test_a_paused_member_hands_out_nothing_taken_and_commits_nothing_backwards(
         {record for node in (paused, other) for record in node.records()},
         high,
     )
+    assert_history_holds(kafka_bootstrap, group.group, topic, [paused, other])
 
 
 @pytest.mark.timeout(300)
@@ -853,6 +832,7 @@ def _run_cut_off(direct: str, proxied: str, proxy: TcpProxy, folder: Path) -> No
         {record for node in (other, cut) for record in node.records()},
         high,
     )
+    assert_history_holds(direct, other_group.group, topic, [other, cut])
 
 
 @pytest.mark.timeout(240)

@@ -43,7 +43,7 @@ from client_balance._kafka._errors import (
     is_transient,
     timed_out,
 )
-from client_balance._kafka._metadata import PartitionLayout, TopicIds, topic_layouts
+from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
 from client_balance._kafka._offsets import commit_offsets, offsets_for_times, partition_offsets
 from client_balance._kafka._ranges import read_ranges
 from client_balance._kafka._retry import (
@@ -69,6 +69,7 @@ __all__ = [
     "PartitionLayout",
     "TopicIds",
     "TopicState",
+    "Watermarks",
     "admin_client",
     "call_until_transient_passes",
     "cluster_answers",

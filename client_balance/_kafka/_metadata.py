@@ -1,4 +1,4 @@
-"""Topics as the cluster describes them: partition leaders and topic ids."""
+"""Topics as the cluster describes them: partition leaders, topic ids, watermarks."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
+    AdminClient,
+    OffsetSpec,
+)
 
-from client_balance._kafka._clients import admin_client
+from client_balance._kafka._clients import admin_client, kafka_tp
 from client_balance._kafka._errors import timed_out
+from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
-__all__ = ["PartitionLayout", "TopicIds", "topic_layouts"]
+__all__ = ["PartitionLayout", "TopicIds", "Watermarks", "topic_layouts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +78,45 @@ class TopicIds:
             except concurrent.futures.TimeoutError:
                 raise timed_out(f"describing topics {names}", self._timeout_s) from None
         return ids
+
+
+class Watermarks:
+    """Low and high watermarks of many partitions in two requests (ListOffsets), lazily.
+
+    Like :class:`TopicIds`, the admin client is made on the first question.
+    """
+
+    def __init__(
+        self, bootstrap_servers: str, kafka: Mapping[str, KafkaValue], timeout_s: float
+    ) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._kafka = kafka
+        self._timeout_s = timeout_s
+        self._admin: AdminClient | None = None
+
+    def __call__(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Partition -> (low, high) for each of ``partitions`` that answers."""
+        wanted = sorted(partitions)
+        if not wanted:
+            return {}
+        if self._admin is None:
+            self._admin = admin_client(self._bootstrap_servers, self._kafka)
+        low: dict[TopicPartition, int] = {}
+        high: dict[TopicPartition, int] = {}
+        # confluent-kafka ships these constructors without annotations.
+        specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        for spec, into in zip(specs, (low, high), strict=True):
+            futures = self._admin.list_offsets(
+                {kafka_tp(tp): spec for tp in wanted}, request_timeout=self._timeout_s
+            )
+            for asked, future in futures.items():
+                try:
+                    offset = future.result(timeout=self._timeout_s).offset
+                except KafkaException:
+                    continue  # no leader now, say: that partition has no watermarks to show
+                except concurrent.futures.TimeoutError:
+                    raise timed_out("listing offsets", self._timeout_s) from None
+                into[TopicPartition(asked.topic, asked.partition)] = int(offset)
+        return {tp: (low[tp], high[tp]) for tp in sorted(low.keys() & high.keys())}

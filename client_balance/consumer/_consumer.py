@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from client_balance._kafka import TopicIds, wait_until
+from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
 from client_balance.consumer._fetch import Fetcher
@@ -177,12 +177,7 @@ class ClientBalanceConsumer:
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
             fetcher = Fetcher(self._settings)
-            topic_ids = TopicIds(
-                self._settings.bootstrap_servers,
-                self._settings.admin_config(),
-                self._settings.request_timeout_s,
-            )
-            meta = MetaCache(parsed, fetcher.metadata, topic_ids)
+            meta = MetaCache.of(self._settings, parsed, fetcher.metadata)
             keeper = PartitionKeeper(setup, fetcher, meta)
             reconciler = Reconciler(keeper.round, self._settings.reconcile_interval_s)
             fetcher.on_fatal = reconciler.wake
@@ -263,10 +258,16 @@ class ClientBalanceConsumer:
 
     # ------------------------------------------------------------------ meta
     def get_partition_meta(self) -> dict[str, PartitionMeta]:
-        """Every configured partition of the subscribed topics, by key (refreshed, at most 1/s)."""
+        """Every configured partition of the subscribed topics, by key (refreshed, at most 1/s).
+
+        With leaders, low and high watermarks, and the live member holding each one.
+        """
         run = self._running()
         run.meta.refresh(max_age_s=1.0)
-        return {meta.key: meta for meta in run.meta.snapshot().values()}
+        status = run.keeper.status
+        holders = status.holders() if status is not None else {}
+        full = run.meta.with_watermarks(max_age_s=1.0, holders=holders)
+        return {meta.key: meta for meta in full.values()}
 
     def is_partitions_ready(self, max_wait_s: float) -> bool:
         """Wait up to ``max_wait_s`` until at least one partition is registered."""

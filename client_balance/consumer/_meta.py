@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from client_balance._kafka import PartitionLayout, topic_layouts
+from client_balance._kafka import PartitionLayout, TopicIds, Watermarks, topic_layouts
 from client_balance.consumer._results import PartitionMeta
 from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["MetaCache"]
 
@@ -27,8 +29,12 @@ class MetaCache:
         topics: Mapping[str, object],
         query: Callable[[], Any],
         topic_ids: Callable[[Iterable[str]], dict[str, str]],
+        watermarks: Callable[[Iterable[TopicPartition]], dict[TopicPartition, tuple[int, int]]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._watermarks = watermarks
+        self._marks: dict[TopicPartition, tuple[int, int]] = {}
+        self._marks_s: float | None = None
         self._topics = tuple(topics)
         self._query = query
         self._topic_ids = topic_ids
@@ -66,6 +72,27 @@ class MetaCache:
                     if partition.topic in recreated:
                         self._first_seen_s[partition] = now
         return recreated
+
+    @classmethod
+    def of(
+        cls, settings: ClientBalanceSettings, topics: Mapping[str, object], query: Callable[[], Any]
+    ) -> MetaCache:
+        """The meta cache of a consumer: ``query`` for metadata, admin calls for the rest."""
+        cluster = settings.bootstrap_servers, settings.admin_config(), settings.request_timeout_s
+        return cls(topics, query, TopicIds(*cluster), Watermarks(*cluster))
+
+    def with_watermarks(
+        self, max_age_s: float, holders: Mapping[TopicPartition, str]
+    ) -> dict[TopicPartition, PartitionMeta]:
+        """The meta set with watermarks (asked at most every ``max_age_s``) and ``holders``."""
+        meta = self.snapshot()
+        if self._marks_s is None or self._clock() - self._marks_s >= max_age_s:
+            self._marks, self._marks_s = self._watermarks(meta), self._clock()
+        full = {}
+        for tp, partition in meta.items():
+            low, high = self._marks.get(tp, (None, None))
+            full[tp] = replace(partition, low=low, high=high, holder=holders.get(tp))
+        return full
 
     def snapshot(self) -> dict[TopicPartition, PartitionMeta]:
         """The meta set as it stands."""

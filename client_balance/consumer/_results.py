@@ -29,9 +29,8 @@ class PartitionMeta:
     """One partition of the configured set, as the last metadata query saw it.
 
     ``subscribable`` is False when the partition has no leader or reports an error; ``leader``
-    is -1 then. ``low`` and ``high`` are None: the meta set asks for leaders only (a watermark
-    query per partition would cost a round trip); ``offset_infos()`` has the high watermark of
-    the partitions this consumer holds.
+    is -1 then. ``low`` and ``high`` are the watermarks (None where the partition did not
+    answer), ``holder`` the consumer id of the live member holding it (None: nobody).
     """
 
     key: str
@@ -41,6 +40,7 @@ class PartitionMeta:
     subscribable: bool
     low: int | None = None
     high: int | None = None
+    holder: str | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:

@@ -619,3 +619,23 @@ def test_past_max_redeliveries_the_dead_letter_policy_produces_the_batch(
     headers = dict(moved[0].headers() or [])
     assert headers["client_balance.topic"] == topic.encode()
     assert headers["client_balance.offset"] == b"0"
+
+
+def test_partition_meta_has_watermarks_and_holders_of_every_configured_partition(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """get_partition_meta() gives each partition's low and high watermark and its live holder."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(20)])  # partition 0
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 5)]).values():
+        future.result(timeout=30)
+    consumer = make_consumer()
+    consumer.start([topic], source_count=-1, node_id=0)
+    consumer.connect(f"{topic}:1")
+    meta = consumer.get_partition_meta()
+    first, second = meta[f"1:{topic}:0"], meta[f"1:{topic}:1"]
+    assert (first.low, first.high, first.holder) == (5, 20, None)
+    assert (second.low, second.high, second.holder) == (0, 0, consumer.consumer_id)

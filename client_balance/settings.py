@@ -137,6 +137,12 @@ class ClientBalanceSettings(BaseSettings):
         description="Members dead this long past their lease have their status records "
         "tombstoned by the group's earliest live member.",
     )
+    refused_connect_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="connect() of a partition refused with 410 less than this long ago raises "
+        "TooFrequentError (421), as TubeMQ does (5 s); 0 turns it off.",
+    )
     status_topic_partitions: int = Field(
         default=1,
         ge=1,

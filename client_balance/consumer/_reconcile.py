@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from client_balance._failure import FailureSlot
@@ -27,20 +28,19 @@ from client_balance._logging import get_logger
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import NodeContext, PartitionMeta
-from client_balance.consumer._setup import MemberSetup, UserTarget
+from client_balance.consumer._setup import MemberSetup, user_target
 from client_balance.errors import (
     ClientBalanceError,
-    ConfigError,
     DuplicateNodeIdError,
     InconsistentSourceCountError,
     PartitionNotFoundError,
     PartitionOccupiedError,
     PartitionUnsubscribableError,
+    TooFrequentError,
 )
 from client_balance.keys import (
     RESUME_OFFSET,
     TopicPartition,
-    check_bootstrap_offset,
     to_topic_partition,
 )
 from client_balance.membership import StatusMember
@@ -48,27 +48,12 @@ from client_balance.settings import GroupMode
 from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share, partition_counts
 
-__all__ = ["RELEASE_WAIT_S", "PartitionKeeper", "Reconciler", "user_target"]
+__all__ = ["RELEASE_WAIT_S", "PartitionKeeper", "Reconciler"]
 
 _log = get_logger("reconcile")
 
 RELEASE_WAIT_S = 3.0
 """How long a release waits for a batch that is out (TubeMQ's pullRebConfirmWaitPeriodMs)."""
-
-
-def user_target(answer: UserTarget) -> dict[TopicPartition, int]:
-    """A callback's answer (keys, or keys -> bootstrap offsets) as partitions -> offsets."""
-    if isinstance(answer, str):
-        raise ConfigError(
-            f"the assignment callback returned the string {answer!r}; return a collection of "
-            "partition keys or a mapping of keys to bootstrap offsets"
-        )
-    if isinstance(answer, Mapping):
-        return {
-            to_topic_partition(key): check_bootstrap_offset(offset)
-            for key, offset in answer.items()
-        }
-    return {to_topic_partition(key): RESUME_OFFSET for key in answer}
 
 
 class Reconciler:
@@ -158,12 +143,37 @@ class PartitionKeeper:
         # Partitions of topics deleted and created again: registered from their log start,
         # whatever was committed (positions of the old topic mean nothing in the new one).
         self._from_log_start: set[TopicPartition] = set()
+        # connect()'s last 410 per partition: (monotonic time, the holder it named).
+        self._refused_at: dict[TopicPartition, tuple[float, str | None]] = {}
 
     # ------------------------------------------------------------------ register / release
     def connect(self, partition: TopicPartition, offset: int, shown_key: str) -> None:
-        """Register one partition for the application (410 if a live member holds it)."""
+        """Register one partition for the application (410 if a live member holds it).
+
+        Asked again within ``refused_connect_wait_s`` of a 410 for it, while the same member
+        still holds it: 421, as TubeMQ does (freed meanwhile, it is simply registered).
+        """
         with self._lock:
-            self._register({partition: offset}, shown_key)
+            wait_s = self._settings.refused_connect_wait_s
+            refused_s, holder = self._refused_at.get(partition, (-wait_s, None))
+            left_s = refused_s + wait_s - time.monotonic()
+            if (
+                left_s > 0
+                and self.status is not None
+                and self.status.holders().get(partition) == holder
+            ):
+                raise TooFrequentError(
+                    f"partition {shown_key} was refused (410) less than {wait_s:g} s ago; ask "
+                    f"again in {left_s:.1f} s",
+                    key=shown_key,
+                    retry_after_s=round(left_s, 3),
+                )
+            try:
+                self._register({partition: offset}, shown_key)
+            except PartitionOccupiedError as occupied:
+                self._refused_at[partition] = (time.monotonic(), occupied.holder)
+                raise
+            self._refused_at.pop(partition, None)
 
     def disconnect(self, partition: TopicPartition) -> None:
         """Release one partition: commit confirmed progress, roll back a batch that is out."""

@@ -10,11 +10,17 @@ from dataclasses import dataclass
 from client_balance._version import __version__
 from client_balance.consumer._buffers import Positions
 from client_balance.consumer._results import NodeContext, PartitionMeta
-from client_balance.keys import TopicPartition
+from client_balance.errors import ConfigError
+from client_balance.keys import (
+    RESUME_OFFSET,
+    TopicPartition,
+    check_bootstrap_offset,
+    to_topic_partition,
+)
 from client_balance.membership import HeldPartition, MemberReport
 from client_balance.settings import ClientBalanceSettings, GroupMode
 
-__all__ = ["CLIENT_VERSION", "Assigner", "MemberSetup", "UserTarget"]
+__all__ = ["CLIENT_VERSION", "Assigner", "MemberSetup", "UserTarget", "user_target"]
 
 CLIENT_VERSION = f"client-balance-{__version__}"
 
@@ -65,3 +71,18 @@ class MemberSetup:
             held=held,
             mode=self.mode.value,
         )
+
+
+def user_target(answer: UserTarget) -> dict[TopicPartition, int]:
+    """A callback's answer (keys, or keys -> bootstrap offsets) as partitions -> offsets."""
+    if isinstance(answer, str):
+        raise ConfigError(
+            f"the assignment callback returned the string {answer!r}; return a collection of "
+            "partition keys or a mapping of keys to bootstrap offsets"
+        )
+    if isinstance(answer, Mapping):
+        return {
+            to_topic_partition(key): check_bootstrap_offset(offset)
+            for key, offset in answer.items()
+        }
+    return {to_topic_partition(key): RESUME_OFFSET for key in answer}

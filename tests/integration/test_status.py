@@ -30,6 +30,7 @@ from client_balance import (
     NodeContext,
     PartitionMeta,
     PartitionOccupiedError,
+    TooFrequentError,
     admin,
 )
 from client_balance.broker import LocalKafka
@@ -168,6 +169,26 @@ def test_connect_of_a_partition_held_by_a_live_member_raises_410(
     first.disconnect(f"{topic}:1")
     second.connect(f"{topic}:1")  # released: now it is free too
     assert second.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:1"}
+
+
+def test_asking_again_too_soon_after_a_410_raises_421(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """connect() of a partition refused with 410 moments ago raises TooFrequentError (421)."""
+    topic = new_topic(partitions=1)
+    holder, asker = make_member(), make_member(refused_connect_wait_s=1.0)
+    holder.start([topic], source_count=0)
+    asker.start([topic], source_count=0)
+    holder.connect(f"{topic}:0")
+    with pytest.raises(PartitionOccupiedError):
+        asker.connect(f"{topic}:0")
+    with pytest.raises(TooFrequentError) as too_soon:
+        asker.connect(f"{topic}:0")
+    assert too_soon.value.code == 421
+    assert 0 < too_soon.value.retry_after_s <= 1.0
+    time.sleep(1.1)
+    with pytest.raises(PartitionOccupiedError):  # asked after the wait: a real answer again
+        asker.connect(f"{topic}:0")
 
 
 def test_a_release_whose_commit_fails_still_withdraws_the_claim(

@@ -19,8 +19,12 @@ survives pickling (Spark ships exceptions between processes)::
     ├── PartitionOccupiedError              410  another live member holds the partition
     ├── TooFrequentError                    421  retried too soon after a 410
     ├── PartitionUnsubscribableError        422  no leader, topic gone, or not authorized
-    ├── InconsistentSourceCountError        429  source_count differs from the live group's
-    ├── DuplicateNodeIdError                430  node_id already held by a live member
+    ├── GroupConflictError                       this member contradicts the live group
+    │   ├── InconsistentTopicsError         425  other topics than the group's
+    │   ├── InconsistentFiltersError        426  other filter sets than the group's
+    │   ├── InconsistentStrategyError            another strategy (node mode)
+    │   ├── InconsistentSourceCountError    429  source_count differs from the live group's
+    │   └── DuplicateNodeIdError            430  node_id already held by a live member
     ├── KafkaClientError                         an error of the Kafka client, mapped in one place
     └── BrokerError                              the local Kafka launcher (client_balance.broker)
         ├── BrokerToolMissingError               java or mvn is not installed
@@ -44,8 +48,12 @@ __all__ = [
     "ClientBalanceError",
     "ConfigError",
     "DuplicateNodeIdError",
+    "GroupConflictError",
     "GroupInUseError",
+    "InconsistentFiltersError",
     "InconsistentSourceCountError",
+    "InconsistentStrategyError",
+    "InconsistentTopicsError",
     "InvalidConfirmContextError",
     "InvalidOffsetError",
     "InvalidPartitionKeyError",
@@ -201,7 +209,48 @@ class PartitionUnsubscribableError(ClientBalanceError):
         self.key = key
 
 
-class InconsistentSourceCountError(ClientBalanceError):
+class GroupConflictError(ClientBalanceError):
+    """A member contradicts the live members that joined before it.
+
+    Raised by ``start()``; found later, the member stops (releases, leaves) and every call but
+    ``confirm()`` raises it, while the earlier members run on.
+    """
+
+
+class InconsistentTopicsError(GroupConflictError):
+    """The topics of this member differ from the live group's (TubeMQ 425)."""
+
+    code = 425
+
+    def __init__(self, message: str, *, ours: list[str], group: list[str]) -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.group = group
+
+
+class InconsistentFiltersError(GroupConflictError):
+    """The filter sets of this member differ from the live group's (TubeMQ 426)."""
+
+    code = 426
+
+    def __init__(
+        self, message: str, *, ours: dict[str, list[str]], group: dict[str, list[str]]
+    ) -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.group = group
+
+
+class InconsistentStrategyError(GroupConflictError):
+    """In node mode, the strategy of this node differs from the live group's."""
+
+    def __init__(self, message: str, *, ours: str, group: str) -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.group = group
+
+
+class InconsistentSourceCountError(GroupConflictError):
     """The ``source_count`` of this node differs from the live group's (TubeMQ 429)."""
 
     code = 429
@@ -212,7 +261,7 @@ class InconsistentSourceCountError(ClientBalanceError):
         self.group = group
 
 
-class DuplicateNodeIdError(ClientBalanceError):
+class DuplicateNodeIdError(GroupConflictError):
     """A live member of the group already has this ``node_id`` (TubeMQ 430)."""
 
     code = 430

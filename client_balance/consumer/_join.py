@@ -40,7 +40,7 @@ def join_group(
         )
         try:
             status.join()
-            status.check_group(setup.source_count, setup.node_id, setup.mode.value)
+            status.check_group(setup.report(()))
             members = described.result()
         except BaseException:
             status.leave()

@@ -31,8 +31,7 @@ from client_balance.consumer._results import NodeContext, PartitionMeta
 from client_balance.consumer._setup import MemberSetup, user_target
 from client_balance.errors import (
     ClientBalanceError,
-    DuplicateNodeIdError,
-    InconsistentSourceCountError,
+    GroupConflictError,
     PartitionNotFoundError,
     PartitionOccupiedError,
     PartitionUnsubscribableError,
@@ -335,8 +334,8 @@ class PartitionKeeper:
         """Group checks and lapsed claims before a round; False if the round must not go on."""
         member = self._member
         try:
-            status.check_group(member.source_count, member.node_id, member.mode)
-        except (InconsistentSourceCountError, DuplicateNodeIdError) as error:
+            status.check_group(member.report(()))
+        except GroupConflictError as error:
             _log.error("stopping: the group already has a member like this", error=str(error))
             self._halt(error, commit=True)
             return False

@@ -70,6 +70,7 @@ class MemberSetup:
             lease_timeout_s=self.settings.lease_timeout_s,
             held=held,
             mode=self.mode.value,
+            filters={t: sorted(f) for t, f in sorted(self.topics.items()) if f is not None},
         )
 
 

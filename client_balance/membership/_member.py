@@ -23,7 +23,10 @@ from client_balance.errors import (
     ClientBalanceError,
     ConfigError,
     DuplicateNodeIdError,
+    InconsistentFiltersError,
     InconsistentSourceCountError,
+    InconsistentStrategyError,
+    InconsistentTopicsError,
     KafkaClientError,
 )
 from client_balance.keys import TopicPartition
@@ -146,13 +149,15 @@ class StatusMember:
         return self._fenced
 
     # ------------------------------------------------------------------ group checks
-    def check_group(self, source_count: int, node_id: int, mode: str) -> None:
-        """Raise 429/430 if a live member that joined before this one contradicts it.
+    def check_group(self, me: MemberReport) -> None:
+        """Raise :class:`GroupConflictError` if an earlier live member contradicts ``me``.
 
-        429: a node-mode member meets an earlier member with another source count, or a member
-        of another mode next to node-mode members (the group's size is then not agreed). 430:
-        an earlier live node-mode member has the same node id.
+        425/426: other topics or filter sets (every mode, as in TubeMQ). 429: a node-mode member
+        meets an earlier member with another source count, or a member of another mode next to
+        node-mode members. 430: an earlier live node-mode member has the same node id. Node-mode
+        members must also agree on the strategy, or their shares overlap and leave gaps.
         """
+        source_count, node_id, mode = me.source_count, me.node_id, me.mode
         with self._reader.lock:
             state = self._reader.state
             mine = state.join_order(self._id)
@@ -161,6 +166,7 @@ class StatusMember:
                     continue
                 if _died_here(report):
                     continue  # a predecessor on this host that was killed: its lease will lapse
+                _check_subscription(me, report, other_id, self._group)
                 node_mode = "node" in (report.mode, mode)
                 if node_mode and (report.source_count, report.mode) != (source_count, mode):
                     raise InconsistentSourceCountError(
@@ -333,6 +339,31 @@ class StatusMember:
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop claims that lapsed or were lost without withdrawing them (nothing to write)."""
         self._claimed.difference_update(partitions)
+
+
+def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, group: str) -> None:
+    where = f"in group {group!r}, as {other_id} has it"
+    if set(me.topics) != set(other.topics):
+        raise InconsistentTopicsError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s topics {sorted(me.topics)} differ "
+            f"from {sorted(other.topics)} {where}",
+            ours=sorted(me.topics),
+            group=sorted(other.topics),
+        )
+    if me.filters != other.filters:
+        raise InconsistentFiltersError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s filters {me.filters} differ from "
+            f"{other.filters} {where}",
+            ours=me.filters,
+            group=other.filters,
+        )
+    if me.mode == other.mode == "node" and me.strategy != other.strategy:
+        raise InconsistentStrategyError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s strategy {me.strategy!r} differs from "
+            f"{other.strategy!r} {where}: nodes with different rules overlap and leave gaps",
+            ours=me.strategy,
+            group=other.strategy,
+        )
 
 
 def _died_here(report: MemberReport) -> bool:

@@ -110,6 +110,8 @@ class MemberReport:
     """The member's group mode (``node``, ``manual``, ``elastic``)."""
     status_partitions: int = 0
     """Its ``status_topic_partitions`` (0: a report from before the setting existed)."""
+    filters: dict[str, list[str]] = field(default_factory=dict)
+    """Topic -> its filter values, sorted, for the topics started with a filter set."""
 
     def encode(self) -> bytes:
         """The record value."""

@@ -25,7 +25,10 @@ from client_balance import (
     ClientBalanceSettings,
     ConfigError,
     DuplicateNodeIdError,
+    InconsistentFiltersError,
     InconsistentSourceCountError,
+    InconsistentStrategyError,
+    InconsistentTopicsError,
     KafkaClientError,
     NodeContext,
     PartitionMeta,
@@ -367,6 +370,26 @@ def test_start_raises_429_and_430_against_the_live_group(
     assert duplicate.value.code == 430
     assert duplicate.value.holder == first.consumer_id
     make_member().start([topic], source_count=2, node_id=1)
+    assert first.is_partitions_ready(10)
+
+
+def test_start_raises_425_426_and_a_strategy_conflict_against_the_live_group(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """Other topics raise 425, other filters 426, another strategy in node mode a conflict."""
+    topic, other_topic = new_topic(partitions=2), new_topic(partitions=2)
+    first = make_member()
+    first.start({topic: {"paid"}}, source_count=2, node_id=0)
+    with pytest.raises(InconsistentTopicsError) as topics:
+        make_member().start({topic: {"paid"}, other_topic: None}, source_count=2, node_id=1)
+    assert (topics.value.code, topics.value.group) == (425, [topic])
+    with pytest.raises(InconsistentFiltersError) as filters:
+        make_member().start({topic: {"paid", "sent"}}, source_count=2, node_id=1)
+    assert (filters.value.code, filters.value.group) == (426, {topic: ["paid"]})
+    with pytest.raises(InconsistentStrategyError) as strategy:
+        make_member(strategy="range").start({topic: {"paid"}}, source_count=2, node_id=1)
+    assert (strategy.value.ours, strategy.value.group) == ("range", "modulo")
+    make_member().start({topic: {"paid"}}, source_count=2, node_id=1)  # agrees: joins
     assert first.is_partitions_ready(10)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Mapping
 
 from client_balance._failure import FailureSlot
@@ -29,13 +28,13 @@ from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import NodeContext, PartitionMeta
 from client_balance.consumer._setup import MemberSetup, user_target
+from client_balance.consumer._throttle import RefusedConnects
 from client_balance.errors import (
     ClientBalanceError,
     GroupConflictError,
     PartitionNotFoundError,
     PartitionOccupiedError,
     PartitionUnsubscribableError,
-    TooFrequentError,
 )
 from client_balance.keys import (
     RESUME_OFFSET,
@@ -142,8 +141,7 @@ class PartitionKeeper:
         # Partitions of topics deleted and created again: registered from their log start,
         # whatever was committed (positions of the old topic mean nothing in the new one).
         self._from_log_start: set[TopicPartition] = set()
-        # connect()'s last 410 per partition: (monotonic time, the holder it named).
-        self._refused_at: dict[TopicPartition, tuple[float, str | None]] = {}
+        self._refused = RefusedConnects(self._settings.refused_connect_wait_s)
 
     # ------------------------------------------------------------------ register / release
     def connect(self, partition: TopicPartition, offset: int, shown_key: str) -> None:
@@ -153,26 +151,14 @@ class PartitionKeeper:
         still holds it: 421, as TubeMQ does (freed meanwhile, it is simply registered).
         """
         with self._lock:
-            wait_s = self._settings.refused_connect_wait_s
-            refused_s, holder = self._refused_at.get(partition, (-wait_s, None))
-            left_s = refused_s + wait_s - time.monotonic()
-            if (
-                left_s > 0
-                and self.status is not None
-                and self.status.holders().get(partition) == holder
-            ):
-                raise TooFrequentError(
-                    f"partition {shown_key} was refused (410) less than {wait_s:g} s ago; ask "
-                    f"again in {left_s:.1f} s",
-                    key=shown_key,
-                    retry_after_s=round(left_s, 3),
-                )
+            if self.status is not None:
+                self._refused.check(partition, shown_key, self.status.holders)
             try:
                 self._register({partition: offset}, shown_key)
             except PartitionOccupiedError as occupied:
-                self._refused_at[partition] = (time.monotonic(), occupied.holder)
+                self._refused.refused(partition, occupied.holder)
                 raise
-            self._refused_at.pop(partition, None)
+            self._refused.registered(partition)
 
     def disconnect(self, partition: TopicPartition) -> None:
         """Release one partition: commit confirmed progress, roll back a batch that is out."""

@@ -44,11 +44,11 @@ def topic_layouts(metadata: Any, topics: Iterable[str]) -> dict[str, PartitionLa
     return layouts
 
 
-class TopicIds:
-    """Kafka's topic ids (a topic deleted and created again gets a new one), asked lazily.
+class _LazyAdmin:
+    """An admin client made on the first question.
 
-    The admin client is made on the first question, so a consumer that never asks (or asks
-    only after its first registration) pays nothing on its way to the first message.
+    A consumer that never asks (or asks only after its first registration) pays nothing for it
+    on its way to the first message.
     """
 
     def __init__(
@@ -57,12 +57,20 @@ class TopicIds:
         self._bootstrap_servers = bootstrap_servers
         self._kafka = kafka
         self._timeout_s = timeout_s
-        self._admin: AdminClient | None = None
+        self._client: AdminClient | None = None
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._client is None:
+            self._client = admin_client(self._bootstrap_servers, self._kafka)
+        return self._client
+
+
+class TopicIds(_LazyAdmin):
+    """Kafka's topic ids (a topic deleted and created again gets a new one), asked lazily."""
 
     def __call__(self, topics: Iterable[str]) -> dict[str, str]:
         """Topic -> id for each of ``topics`` that exists now."""
-        if self._admin is None:
-            self._admin = admin_client(self._bootstrap_servers, self._kafka)
         names = sorted(topics)
         if not names:
             return {}
@@ -80,19 +88,8 @@ class TopicIds:
         return ids
 
 
-class Watermarks:
-    """Low and high watermarks of many partitions in two requests (ListOffsets), lazily.
-
-    Like :class:`TopicIds`, the admin client is made on the first question.
-    """
-
-    def __init__(
-        self, bootstrap_servers: str, kafka: Mapping[str, KafkaValue], timeout_s: float
-    ) -> None:
-        self._bootstrap_servers = bootstrap_servers
-        self._kafka = kafka
-        self._timeout_s = timeout_s
-        self._admin: AdminClient | None = None
+class Watermarks(_LazyAdmin):
+    """Low and high watermarks of many partitions in two requests (ListOffsets), lazily."""
 
     def __call__(
         self, partitions: Iterable[TopicPartition]
@@ -101,8 +98,6 @@ class Watermarks:
         wanted = sorted(partitions)
         if not wanted:
             return {}
-        if self._admin is None:
-            self._admin = admin_client(self._bootstrap_servers, self._kafka)
         low: dict[TopicPartition, int] = {}
         high: dict[TopicPartition, int] = {}
         # confluent-kafka ships these constructors without annotations.

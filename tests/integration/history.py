@@ -74,8 +74,20 @@ def status_log(
     bootstrap: str, group: str, status_topic: str = STATUS_TOPIC
 ) -> list[tuple[bytes | None, bytes | None, int, int]]:
     """Every record of ``group`` in the status topic: (key, value, offset, broker ms)."""
+    partition = status_partition(group, 1)  # the default status_topic_partitions
+    return [
+        record
+        for record in topic_records(bootstrap, status_topic, partition)
+        if (parsed := parse_key(record[0])) is not None and parsed[1] == group
+    ]
+
+
+def topic_records(
+    bootstrap: str, topic: str, number: int = 0
+) -> list[tuple[bytes | None, bytes | None, int, int]]:
+    """Every record of one partition as it is now (compacted or not): (key, value, offset, ms)."""
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "status-log"})
-    partition = KafkaTopicPartition(status_topic, status_partition(group, 1), 0)  # the default
+    partition = KafkaTopicPartition(topic, number, 0)
     # Up to the end as it is now: live members keep writing, so the log never stays at its end.
     _, end = reader.get_watermark_offsets(partition, timeout=10)
     reader.assign([partition])
@@ -87,9 +99,7 @@ def status_log(
             offset = message.offset()
             assert message.error() is None, message.error()
             assert offset is not None
-            parsed = parse_key(message.key())
-            if parsed is not None and parsed[1] == group:
-                records.append((message.key(), message.value(), offset, message.timestamp()[1]))
+            records.append((message.key(), message.value(), offset, message.timestamp()[1]))
             if offset + 1 >= end:
                 return records
     finally:

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
@@ -57,6 +56,7 @@ from tests.integration.history import (
     assert_history_holds,
     assert_nothing_behind_the_new_owner,
     status_log,
+    topic_records,
 )
 from tests.integration.proxy import TcpProxy
 from tests.integration.workers import (
@@ -924,38 +924,15 @@ def test_verdicts_hold_on_the_status_log_after_real_compaction(
             writer.close()
 
             def compacted() -> bool:
-                records = _status_records(bootstrap, status_topic)
+                records = topic_records(bootstrap, status_topic)
                 return len(records) < records[-1][2] + 1 - 10  # whole runs of reports gone
 
             wait_until(compacted, 60, "the status log compacted", VIEW_POLL_S)
             time.sleep(2)  # a few more holder reports, then compaction again
             wait_until(compacted, 60, "the status log compacted again", VIEW_POLL_S)
             state = GroupState("compacted")
-            for key, value, offset, stamp in _status_records(bootstrap, status_topic):
+            for key, value, offset, stamp in topic_records(bootstrap, status_topic):
                 state.apply(key, value, offset, stamp)
             expected = {TopicPartition("data", 0): holder.consumer_id,
                         TopicPartition("data", 1): holder.consumer_id}  # fmt: skip
             assert state.live_holders() == expected
-
-
-def _status_records(
-    bootstrap: str, topic: str
-) -> list[tuple[bytes | None, bytes | None, int, int]]:
-    """Every record of a one-partition status topic, as it is now (compacted or not)."""
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-check"})
-    partition = KafkaTopicPartition(topic, 0, 0)
-    _, end = reader.get_watermark_offsets(partition, timeout=10)
-    reader.assign([partition])
-    records: list[tuple[bytes | None, bytes | None, int, int]] = []
-    try:
-        while True:
-            message = reader.poll(5)
-            assert message is not None, "the status topic did not reach its end"
-            offset = message.offset()
-            assert message.error() is None, message.error()
-            assert offset is not None
-            records.append((message.key(), message.value(), offset, message.timestamp()[1]))
-            if offset + 1 >= end:
-                return records
-    finally:
-        reader.close()

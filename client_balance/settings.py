@@ -79,6 +79,8 @@ class ClientBalanceSettings(BaseSettings):
     )
     kafka: dict[str, KafkaValue] = Field(
         default_factory=dict,
+        # Credentials live here (sasl.password, ssl.key.password): never in a repr.
+        repr=False,
         description="librdkafka properties passed through verbatim (security, fetch tuning).",
     )
     start_position: Literal["earliest", "latest"] = Field(
@@ -317,6 +319,11 @@ def _describe(error: ValidationError) -> str:
             problems.append(f"{where} is required (pass {where}=... or set {env})")
         elif item["type"] == "extra_forbidden":
             problems.append(f"{where} is not a setting of ClientBalanceSettings")
+        elif not item["loc"]:  # a check across fields: its message names the values
+            problems.append(message)
+        elif item["loc"][0] == "kafka":  # librdkafka values may be secrets: name the keys only
+            keys = sorted(item["input"]) if isinstance(item.get("input"), dict) else "..."
+            problems.append(f"kafka (keys {keys}) is not allowed: {message}")
         else:
             problems.append(f"{where}={item.get('input')!r} is not allowed: {message}")
     return "invalid ClientBalanceSettings: " + "; ".join(problems)

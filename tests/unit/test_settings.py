@@ -151,3 +151,21 @@ def test_client_defaults_apply_to_every_client_and_yield_to_kafka() -> None:
     tuned = ClientBalanceSettings(**BASE, kafka={"reconnect.backoff.ms": 250})
     assert tuned.consumer_config()["reconnect.backoff.ms"] == 250
     assert tuned.admin_config()["reconnect.backoff.ms"] == 250
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"request_timeout_s": 20},
+        {"redelivery_policy": "dead-letter"},
+        {"kafka": {"sasl.password": "hunter2", "group.id": "x"}},
+        {"kafka": {"sasl.password": "hunter2", "fetch.wait.max.ms": [1]}},
+    ],
+)
+def test_errors_and_repr_never_show_a_librdkafka_secret(override: dict[str, object]) -> None:
+    """A refused setting names what is wrong without echoing the kafka values (credentials)."""
+    kafka = {"sasl.password": "hunter2", **override.pop("kafka", {})}  # type: ignore[dict-item]
+    with pytest.raises(ConfigError) as caught:
+        ClientBalanceSettings(**{**BASE, "kafka": kafka, **override})
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(ClientBalanceSettings(**BASE, kafka={"sasl.password": "hunter2"}))

@@ -168,12 +168,12 @@ class PartitionKeeper:
             else:
                 self._fetcher.release(partition, RELEASE_WAIT_S)
 
-    def _release(self, partition: TopicPartition) -> None:
+    def _release(self, partition: TopicPartition, *, commit: bool = True) -> None:
         # Withdrawn even when the final commit fails: the partition is no longer fetched, and a
         # claim left behind would refuse every other member with 410 until this one stops.
         # What was confirmed but not committed comes again to the next holder.
         try:
-            self._fetcher.release(partition, RELEASE_WAIT_S)
+            self._fetcher.release(partition, RELEASE_WAIT_S, commit=commit)
         finally:
             self._withdraw({partition})
 
@@ -298,10 +298,7 @@ class PartitionKeeper:
         _log.warning("topic deleted and created again; reading it from its start", topic=topic)
         held = sorted(tp for tp in self._fetcher.held() if tp.topic == topic)
         for partition in held:  # its positions belong to the old topic: nothing to commit
-            try:
-                self._fetcher.release(partition, RELEASE_WAIT_S, commit=False)
-            finally:
-                self._withdraw({partition})
+            self._release(partition, commit=False)
         self._bootstrapped = {tp for tp in self._bootstrapped if tp.topic != topic}
         self._from_log_start.update(tp for tp in self._meta.snapshot() if tp.topic == topic)
         if held and not self.stopping:

@@ -44,7 +44,12 @@ from client_balance._kafka._errors import (
     timed_out,
 )
 from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
-from client_balance._kafka._offsets import commit_offsets, offsets_for_times, partition_offsets
+from client_balance._kafka._offsets import (
+    commit_offsets,
+    offsets_for_times,
+    partition_offsets,
+    read_starts,
+)
 from client_balance._kafka._ranges import read_ranges
 from client_balance._kafka._retry import (
     BROKER_POLL_S,
@@ -87,6 +92,7 @@ __all__ = [
     "partition_offsets",
     "producer_client",
     "read_ranges",
+    "read_starts",
     "reader_client",
     "retry_immediately",
     "timed_out",

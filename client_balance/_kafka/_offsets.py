@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
@@ -13,7 +13,7 @@ from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
-__all__ = ["commit_offsets", "offsets_for_times", "partition_offsets"]
+__all__ = ["commit_offsets", "offsets_for_times", "partition_offsets", "read_starts"]
 
 
 def partition_offsets(
@@ -111,3 +111,21 @@ def offsets_for_times(
         client.close()
     at = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in found}
     return {tp: at[tp] if at.get(tp, -1) >= 0 else None for tp in partitions}
+
+
+def read_starts(
+    consumer: Consumer, wanted: Iterable[TopicPartition], timeout_s: float
+) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
+    """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold."""
+    try:
+        ranges = {
+            tp: consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s) for tp in wanted
+        }
+        answers = consumer.committed([kafka_tp(tp) for tp in ranges], timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, "reading offsets to start from") from error
+    committed = {
+        TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
+        for tp in answers
+    }
+    return ranges, committed

@@ -68,6 +68,13 @@ class HeldPartition:
     lost_to_retention: int = 0
     """Offsets retention deleted before they were delivered (see ``_retention``)."""
 
+    def positions(self) -> Positions:
+        """Where it stands now."""
+        return Positions(
+            self.partition, self.confirmed, self.committed, self.high, self.updated_s,
+            self.lost_to_retention,
+        )  # fmt: skip
+
     @property
     def can_hand_out(self) -> bool:
         """Buffered messages and nothing that forbids handing them out now."""

@@ -34,6 +34,7 @@ from client_balance._kafka import (
     fetch_client,
     from_kafka_exception,
     kafka_tp,
+    read_starts,
 )
 from client_balance._logging import get_logger
 from client_balance._timing import Deadline
@@ -134,7 +135,7 @@ class Fetcher:
         choose_start: StartChooser,
     ) -> dict[TopicPartition, int]:
         consumer = self._consumer
-        ranges, committed = _read_starts(consumer, wanted, self._timeout_s)
+        ranges, committed = read_starts(consumer, wanted, self._timeout_s)
         states, to_commit = [], []
         for partition, filters in wanted.items():
             low, high = ranges[partition]
@@ -156,20 +157,29 @@ class Fetcher:
         consumer.resume(assigned)
         return {state.partition: state.confirmed for state in states}
 
-    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
-        """Stop fetching ``partition``: wait up to ``wait_s`` for its batch, commit, unassign.
+    def quiesce(
+        self, partitions: Iterable[TopicPartition], wait_s: float
+    ) -> dict[TopicPartition, int]:
+        """Hand out no more batches of ``partitions``; their confirmed positions, once settled.
 
-        A batch still out after ``wait_s`` is rolled back: its messages come again to whoever
-        holds the partition next, and a late confirm of it is refused. ``commit=False`` is for
-        a partition that another member holds by now: its commits are not ours to overwrite.
+        Waits up to ``wait_s`` (one deadline for all) for their batches out; one still out then
+        is rolled back: its messages come again to the next holder, a late confirm is refused.
         """
         with self._lock:
-            state = self._held.get(partition)
-            if state is None:
-                return
-            state.releasing = True
-            self._lock.wait_for(lambda: state.batch is None, wait_s)
-            state.batch = None
+            states = [s for tp in partitions if (s := self._held.get(tp)) is not None]
+            for state in states:
+                state.releasing = True
+            self._lock.wait_for(lambda: all(s.batch is None for s in states), wait_s)
+            for state in states:
+                state.batch = None
+            return {state.partition: state.confirmed for state in states}
+
+    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
+        """Stop fetching ``partition``: quiesce, commit (unless another member holds it now)."""
+        self.quiesce([partition], wait_s)
+        state = self._held.get(partition)
+        if state is None:  # released meanwhile by another thread (fencing)
+            return
         try:
             if commit and state.committed != state.confirmed:
                 self._gate.call(lambda: self._commits.commit([state]))
@@ -181,11 +191,7 @@ class Fetcher:
     def offsets(self) -> list[Positions]:
         """Where every held partition stands."""
         with self._lock:
-            return [
-                Positions(s.partition, s.confirmed, s.committed, s.high, s.updated_s,
-                          s.lost_to_retention)
-                for s in self._held.values()
-            ]  # fmt: skip
+            return [state.positions() for state in self._held.values()]
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
@@ -347,12 +353,7 @@ class Fetcher:
         errors: list[BaseException] = []
         # One deadline for all batches out, not one per partition: they are confirmed (or not)
         # in parallel by the application's threads.
-        with self._lock:
-            for state in self._held.values():
-                state.releasing = True
-            self._lock.wait_for(
-                lambda: all(s.batch is None for s in self._held.values()), release_wait_s
-            )
+        self.quiesce(self.held(), release_wait_s)
         for partition in sorted(self.held()):
             try:
                 self.release(partition, 0.0)
@@ -366,24 +367,6 @@ class Fetcher:
         self._gate.close(self._consumer.close)
         if errors:
             raise errors[0]
-
-
-def _read_starts(
-    consumer: Consumer, wanted: Iterable[TopicPartition], timeout_s: float
-) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
-    """Watermarks and the group's committed offsets of partitions about to be held."""
-    try:
-        ranges = {
-            tp: consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s) for tp in wanted
-        }
-        answers = consumer.committed([kafka_tp(tp) for tp in ranges], timeout=timeout_s)
-    except KafkaException as error:
-        raise from_kafka_exception(error, "reading offsets to start from") from error
-    committed = {
-        TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-        for tp in answers
-    }
-    return ranges, committed
 
 
 def _refresh_highs(

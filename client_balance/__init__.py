@@ -40,6 +40,7 @@ from client_balance.errors import (
     PartitionOccupiedError,
     PartitionUnsubscribableError,
     RedeliveryLimitError,
+    StrategyContractError,
     TooFrequentError,
 )
 from client_balance.keys import RESUME_OFFSET, PartitionKey, TopicPartition
@@ -81,6 +82,7 @@ __all__ = [
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",
     "RedeliveryLimitError",
+    "StrategyContractError",
     "TooFrequentError",
     "TopicPartition",
     "__version__",

@@ -8,7 +8,8 @@ survives pickling (Spark ships exceptions between processes)::
     ├── ConfigError (also ValueError)       400  bad settings or arguments
     │   ├── InvalidPartitionKeyError        400  a partition key that does not parse
     │   ├── InvalidOffsetError              400  a bootstrap offset outside what is allowed
-    │   └── InvalidConfirmContextError      400  a confirm context malformed, stale or foreign
+    │   ├── InvalidConfirmContextError      400  a confirm context malformed, stale or foreign
+    │   └── StrategyContractError           400  a strategy's answer is invalid or impure
     ├── NotStartedError                     420  the consumer is not started or is shut down
     ├── NoMessageError                      406  no partition registered
     │                                       407  every partition is waiting for data
@@ -64,6 +65,7 @@ __all__ = [
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",
     "RedeliveryLimitError",
+    "StrategyContractError",
     "TooFrequentError",
 ]
 
@@ -125,6 +127,22 @@ class InvalidConfirmContextError(ConfigError):
     def __init__(self, message: str, *, context: object) -> None:
         super().__init__(message)
         self.context = context
+
+
+class StrategyContractError(ConfigError):
+    """A strategy broke its contract; ``violation`` says which part, ``strategy`` names it.
+
+    ``violation`` is ``"valid"`` (the answer is not an assignment of every subscribed partition
+    to exactly one subscriber), ``"raises"`` (the strategy raised), ``"deterministic"`` (the
+    same input twice gave two answers), ``"order-independent"`` (the same input in another
+    order gave another answer) or ``"same-in-every-process"`` (another Python process, with
+    another hash seed, gave another answer).
+    """
+
+    def __init__(self, message: str, *, strategy: str, violation: str) -> None:
+        super().__init__(message)
+        self.strategy = strategy
+        self.violation = violation
 
 
 class NoMessageError(ClientBalanceError):

@@ -88,7 +88,11 @@ class ClientBalanceSettings(BaseSettings):
         description="Where a partition with no committed offset starts (TubeMQ's default is "
         "latest).",
     )
-    strategy: str = Field(default="modulo", description="Name of the assignment strategy.")
+    strategy: str = Field(
+        default="modulo",
+        description="The assignment strategy: a built-in or registered name, an entry point of "
+        "the group client_balance.strategies, or a 'module:attr' reference to a rule.",
+    )
     pinned: dict[str, int] = Field(
         default_factory=dict,
         description="Partitions always held by this member: key -> bootstrap offset (-1 resumes).",

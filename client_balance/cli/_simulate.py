@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -15,6 +17,7 @@ from client_balance.cli import _render
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.strategies import DEFAULT_STRATEGY, get_strategy, strategy_names
+from client_balance.strategies._registry import BUILTIN_NAMES, ENTRY_POINT_GROUP, is_reference
 from client_balance.strategies.simulation import (
     MAX_REBALANCES_PER_ROUND,
     MembershipChange,
@@ -71,7 +74,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "simulate",
         help="print the assignment tables a strategy gives, round by round",
         description=(
-            "Compute the partition assignment of a group with a registered strategy and show\n"
+            "Compute the partition assignment of a group with a strategy and show\n"
             "how it changes as members leave and join, with moved partitions marked."
         ),
         epilog=(
@@ -94,12 +97,17 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     choice.add_argument(
         "--strategy",
         default=DEFAULT_STRATEGY,
-        help=f"a registered strategy: {', '.join(strategy_names())} (default {DEFAULT_STRATEGY})",
+        metavar="NAME",
+        help=f"a built-in strategy ({', '.join(BUILTIN_NAMES)}; default {DEFAULT_STRATEGY}), "
+        f"one an installed package declares (entry point group {ENTRY_POINT_GROUP}), or your "
+        "own rule as module:attr, e.g. mypkg.rules:by_topic (the current directory is on the "
+        "import path)",
     )
     choice.add_argument(
         "--compare",
         action="store_true",
-        help="every registered strategy side by side: counts, balance and moves per round",
+        help="every built-in and entry-point strategy side by side: counts, balance and "
+        "moves per round",
     )
     parser.add_argument(
         "--then-remove",
@@ -126,6 +134,9 @@ def _simulate_command(args: argparse.Namespace) -> int:
     try:
         plan = plan_simulation(args.topics, args.members, args.changes)
         names = strategy_names() if args.compare else (args.strategy,)
+        if not args.compare and is_reference(args.strategy) and os.getcwd() not in sys.path:
+            # As `python -m` does: a rule next to where the command runs is importable.
+            sys.path.insert(0, os.getcwd())
         strategies = [get_strategy(name) for name in names]
     except ConfigError as error:
         _render.say(f"client-balance simulate: error: {error}")

@@ -8,7 +8,9 @@
           .option("sourceCount", 4).load())
 
 Each Spark task is one node of ``sourceCount``; the partitions go to nodes by ``strategy``, as
-they would to the SDK's worker processes. The only module that imports pyspark.
+they would to the SDK's worker processes. A strategy registered with ``register_strategy``
+before ``register(spark)`` goes along to Spark's Python workers; a ``module:attr`` reference or
+an entry point is found there by name. The only module that imports pyspark.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from client_balance.spark._options import SourceOptions, parse_options
-from client_balance.spark._source import SCHEMA, ClientBalanceDataSource, NodePartition
+from client_balance.spark._source import (
+    SCHEMA,
+    ClientBalanceDataSource,
+    NodePartition,
+    with_strategies,
+)
+from client_balance.strategies._registry import registered_strategies
 
 __all__ = [
     "SCHEMA",
@@ -29,5 +37,8 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Make ``spark.read.format("client_balance")`` available in this session."""
-    spark.dataSource.register(ClientBalanceDataSource)
+    """Make ``spark.read.format("client_balance")`` available in this session.
+
+    The strategies registered in this process so far go along: register yours first.
+    """
+    spark.dataSource.register(with_strategies(registered_strategies()))

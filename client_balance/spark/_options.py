@@ -111,7 +111,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     for topic in topics:
         check_topic_name(topic)
     strategy = given.get("strategy", "modulo")
-    get_strategy(strategy)  # raises ConfigError naming the registered strategies
+    # A registered name, an entry point's or a module:attr reference; ConfigError lists them.
+    get_strategy(strategy)
     starting = _offsets("startingOffsets", given.get("startingoffsets"), COMMITTED, set(_NAMED))
     ending = _offsets("endingOffsets", given.get("endingoffsets"), LATEST, {"latest"})
     group_id = given.get("group.id") or None

@@ -11,9 +11,9 @@ with a client of its own and yields Arrow record batches with exactly the schema
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -39,10 +39,11 @@ from client_balance import admin
 from client_balance._kafka import read_ranges
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
-from client_balance.strategies import get_strategy
+from client_balance.strategies import Strategy, get_strategy
 from client_balance.strategies._nodes import node_assignment, partition_counts
+from client_balance.strategies._registry import adopt_strategies
 
-__all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition"]
+__all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition", "with_strategies"]
 
 SCHEMA = StructType(
     [
@@ -80,7 +81,15 @@ class NodePartition(InputPartition):
 
 
 class ClientBalanceDataSource(DataSource):
-    """``spark.read.format("client_balance")``: Kafka through client-balanced nodes."""
+    """``spark.read.format("client_balance")``: Kafka through client-balanced nodes.
+
+    Spark plans the read in Python worker processes of its own, so a strategy registered in the
+    driver's process is unknown there: :func:`with_strategies` makes a subclass that carries
+    them along (``client_balance.spark.register`` uses it).
+    """
+
+    strategies: ClassVar[Mapping[str, Strategy]] = {}
+    """Strategies registered where the source was registered, by name."""
 
     @classmethod
     def name(cls) -> str:
@@ -93,11 +102,28 @@ class ClientBalanceDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader; the options are checked here, on the driver."""
+        adopt_strategies(self.strategies)
         return _BatchReader(parse_options(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         """The micro-batch reader."""
+        adopt_strategies(self.strategies)
         return _StreamReader(parse_options(self.options))
+
+
+def with_strategies(strategies: Mapping[str, Strategy]) -> type[ClientBalanceDataSource]:
+    """The data source, carrying ``strategies`` to the processes where Spark plans the read.
+
+    Spark pickles the class it registers (by value when it is made here, as this one is),
+    and with it the strategies: their rules then need not be importable in those processes.
+    """
+    if not strategies:
+        return ClientBalanceDataSource
+    return type(
+        ClientBalanceDataSource.__name__,
+        (ClientBalanceDataSource,),
+        {"strategies": dict(strategies), "__doc__": ClientBalanceDataSource.__doc__},
+    )
 
 
 class _BatchReader(DataSourceReader):

@@ -20,7 +20,12 @@ from client_balance import ClientBalanceConsumer, ClientBalanceSettings, ConfigE
 from client_balance.admin import partition_offsets
 from client_balance.keys import TopicPartition
 from client_balance.spark import parse_options, register
-from client_balance.strategies import get_strategy
+from client_balance.strategies import (
+    Member,
+    get_strategy,
+    register_strategy,
+    unregister_strategy,
+)
 from client_balance.strategies._nodes import node_share
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -145,6 +150,8 @@ def test_ending_offsets_bound_the_read(
         ({"kafka.bootstrap.servers": "h:1", "topics": "t", "startingOffsets": "earliest",
           "strategy": "fastest"}, "fastest"),
         ({"kafka.bootstrap.servers": "h:1", "topics": "t", "startingOffsets": "earliest",
+          "strategy": "no_such_pkg:rule"}, "module 'no_such_pkg' cannot be imported"),
+        ({"kafka.bootstrap.servers": "h:1", "topics": "t", "startingOffsets": "earliest",
           "kafka.group.id": "g"}, "kafka.group.id is not allowed"),
         ({"kafka.bootstrap.servers": "h:1", "topics": "t", "endingOffsets": "earliest",
           "startingOffsets": "earliest"}, "endingOffsets='earliest' is not allowed"),
@@ -161,6 +168,53 @@ def test_bad_options_surface_through_spark(spark: Any, kafka_bootstrap: str) -> 
     # Spark wraps the ConfigError in an error of its own; the message survives.
     with pytest.raises(Exception, match=r"group\.id is required"):
         read(spark, kafka_bootstrap, "orders").collect()
+
+
+def test_a_rule_named_by_reference_places_the_partitions(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """With strategy=module:attr, Spark's workers import the rule; each node reads its share."""
+    topic = new_topic(partitions=4)
+    produce(kafka_bootstrap, topic, 400, partitions=4)
+    options = {"startingOffsets": "earliest", "sourceCount": 2}
+    rule = "tests.custom_rules:reversed_range"
+    rows = read(spark, kafka_bootstrap, topic, strategy=rule, **options).collect()
+    assert len(rows) == 400
+    # reversed_range: the last node takes the first run of partitions, unlike every built-in.
+    assert {(row.node_id, row.partition) for row in rows} == {(1, 0), (1, 1), (0, 2), (0, 3)}
+
+
+def test_a_rule_registered_before_register_goes_to_the_workers(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """A rule registered in the driver, even one no worker could import, is carried along."""
+    first, second = sorted([new_topic(partitions=2), new_topic(partitions=2)])
+    for topic in (first, second):
+        produce(kafka_bootstrap, topic, 100, partitions=2)
+
+    def last_node_first(
+        partitions: dict[str, int], members: list[Member]
+    ) -> dict[str, list[TopicPartition]]:
+        # Defined here, so Spark can only have it by value: whole topics, last node first.
+        owners = members[::-1]
+        return {
+            member.id: [TopicPartition(topic, n) for index, topic in enumerate(sorted(partitions))
+                        if index % len(owners) == position for n in range(partitions[topic])]
+            for position, member in enumerate(owners)
+        }  # fmt: skip
+
+    register_strategy("last-node-first", last_node_first)
+    try:
+        register(spark)
+        rows = read(
+            spark, kafka_bootstrap, f"{first},{second}", strategy="last-node-first",
+            startingOffsets="earliest", sourceCount=2,
+        ).collect()  # fmt: skip
+    finally:
+        unregister_strategy("last-node-first")
+        register(spark)
+    assert len(rows) == 200
+    assert {(row.node_id, row.topic) for row in rows} == {(1, first), (0, second)}
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

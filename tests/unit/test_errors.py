@@ -13,6 +13,7 @@ EXAMPLES: list[errors.ClientBalanceError] = [
     errors.InvalidOffsetError("bad offset", offset=-7),
     errors.NotStartedError("not started"),
     errors.InvalidConfirmContextError("stale", context="1:t:0:9"),
+    errors.StrategyContractError("impure", strategy="mine", violation="deterministic"),
     errors.NoMessageError("nothing", code=408),
     errors.GroupInUseError("in use", group_id="g"),
     errors.PartitionNotFoundError("nope", key="1:t:9"),

@@ -52,6 +52,7 @@ def test_public_names_are_pinned() -> None:
         "PartitionOccupiedError",
         "PartitionUnsubscribableError",
         "RedeliveryLimitError",
+        "StrategyContractError",
         "TooFrequentError",
         "TopicPartition",
         "__version__",
@@ -80,17 +81,21 @@ def test_broker_names_are_pinned() -> None:
 
 
 def test_strategies_names_are_pinned() -> None:
-    """client_balance.strategies exports the strategy interface, its inputs and the registry."""
+    """client_balance.strategies exports the interface, its inputs, the registry and the check."""
     assert _resolved_exports("client_balance.strategies") == [
         "DEFAULT_STRATEGY",
         "Assignment",
         "Member",
         "PartitionRacks",
+        "Rule",
         "Strategy",
         "TopicPartition",
+        "check_strategy",
         "get_strategy",
         "java_string_hash",
+        "register_strategy",
         "strategy_names",
+        "unregister_strategy",
     ]
 
 

@@ -18,8 +18,10 @@ survives pickling (Spark ships exceptions between processes)::
     ├── RedeliveryLimitError                     a batch rolled back more than max_redeliveries
     ├── PartitionNotFoundError              404  a key outside the partition meta set
     ├── PartitionOccupiedError              410  another live member holds the partition
+    │   └── PinConflictError                410  another live member has pinned it
     ├── TooFrequentError                    421  retried too soon after a 410
     ├── PartitionUnsubscribableError        422  no leader, topic gone, or not authorized
+    ├── CallbackError                            the assigner or a partition hook failed
     ├── GroupConflictError                       this member contradicts the live group
     │   ├── InconsistentTopicsError         425  other topics than the group's
     │   ├── InconsistentFiltersError        426  other filter sets than the group's
@@ -46,6 +48,7 @@ __all__ = [
     "BrokerFetchError",
     "BrokerStartError",
     "BrokerToolMissingError",
+    "CallbackError",
     "ClientBalanceError",
     "ConfigError",
     "DuplicateNodeIdError",
@@ -64,6 +67,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionOccupiedError",
     "PartitionUnsubscribableError",
+    "PinConflictError",
     "RedeliveryLimitError",
     "StrategyContractError",
     "TooFrequentError",
@@ -204,6 +208,25 @@ class PartitionOccupiedError(ClientBalanceError):
         super().__init__(message)
         self.key = key
         self.holder = holder
+
+
+class PinConflictError(PartitionOccupiedError):
+    """Another live member has pinned the partition: a partition has one pinning member."""
+
+
+class CallbackError(ClientBalanceError):
+    """The application's ``assigner`` or a partition hook raised, or the assigner answered badly.
+
+    Raised from the application's next call; the reconcile thread goes on (keeping the
+    previous target after an assigner failure). ``callback`` names it (``"assigner"``,
+    ``"on_assigned"``, ``"on_revoked"``, ``"on_lost"``), ``round_number`` the reconcile
+    round.
+    """
+
+    def __init__(self, message: str, *, callback: str, round_number: int | None = None) -> None:
+        super().__init__(message)
+        self.callback = callback
+        self.round_number = round_number
 
 
 class TooFrequentError(ClientBalanceError):

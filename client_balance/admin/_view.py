@@ -53,6 +53,8 @@ class MemberView:
     """``topic:partition`` keys it holds by its claims."""
     lag: int | None
     """Sum of its partitions' lag (high watermark minus the group's committed offset)."""
+    pinned: tuple[str, ...] = ()
+    """``topic:partition`` keys it pinned: no other member takes them."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class GroupView:
                         if holder == consumer_id
                     ),
                     lag=None,
+                    pinned=tuple(report.pinned),
                 )
             )
         partitions = _partitions(settings, group, topics, holders, timeout_s)

@@ -67,6 +67,8 @@ class HeldPartition:
     updated_s: float = field(default_factory=time.time)
     lost_to_retention: int = 0
     """Offsets retention deleted before they were delivered (see ``_retention``)."""
+    announced: bool = True
+    """False from ``hold`` until ``announce``: its ``on_assigned`` hook has not run yet."""
 
     def positions(self) -> Positions:
         """Where it stands now."""
@@ -78,7 +80,11 @@ class HeldPartition:
     @property
     def can_hand_out(self) -> bool:
         """Buffered messages and nothing that forbids handing them out now."""
-        return bool(self.buffer) and not (self.batch or self.releasing or self.rewinding)
+        return (
+            bool(self.buffer)
+            and self.announced
+            and not (self.batch or self.releasing or self.rewinding)
+        )
 
     def hand_out(self, batch_max: int, token: int, filter_header: str) -> Batch:
         """Take up to ``batch_max`` buffered messages as the batch out (filters applied)."""

@@ -52,6 +52,22 @@ class Committer:
         self._last_flush_s = clock()
         self._last_recommit_s = clock()
 
+    def commit_confirmed(
+        self, state: HeldPartition, through_gate: Callable[[Callable[[], None]], object]
+    ) -> bool:
+        """Commit one confirmed position now (``commit="sync"``); False if Kafka refused.
+
+        A refusal is logged and left to the interval's commits: the position stays confirmed.
+        """
+        try:
+            through_gate(lambda: self.commit([state]))
+        except GroupInUseError:
+            raise
+        except KafkaClientError as error:
+            _log.warning("commit failed; will retry", error=str(error))
+            return False
+        return True
+
     def commit(self, states: Sequence[HeldPartition]) -> None:
         """Commit each state's confirmed position now (the caller holds the client lock).
 

@@ -25,20 +25,16 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
 from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
-from client_balance.consumer._fetch import Fetcher
-from client_balance.consumer._join import join_group
-from client_balance.consumer._meta import MetaCache
-from client_balance.consumer._parse import parse_context, parse_topics, resolve_mode
-from client_balance.consumer._reconcile import PartitionKeeper, Reconciler
-from client_balance.consumer._redelivery import Redeliveries
+from client_balance.consumer._hooks import PartitionHook, PartitionHooks
+from client_balance.consumer._launch import Running, launch
+from client_balance.consumer._parse import parse_context, parse_pins, parse_topics, resolve_mode
 from client_balance.consumer._results import (
     Batch,
     ConfirmResult,
@@ -67,31 +63,26 @@ _log = get_logger("consumer")
 
 _CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
 _READY_POLL_S = 0.02
-_NO_BATCH_REASONS = {
-    NoMessageError.NO_PARTITION: "no partition is registered",
-    NoMessageError.ALL_IN_USE: "every partition has a batch out, unconfirmed",
-    NoMessageError.ALL_WAITING: "every partition is waiting for data",
-}
-
-
-@dataclass(frozen=True)
-class _Running:
-    """Everything ``start()`` made; present exactly while the consumer runs or stops."""
-
-    setup: MemberSetup
-    fetcher: Fetcher
-    meta: MetaCache
-    keeper: PartitionKeeper
-    reconciler: Reconciler
-    redeliveries: Redeliveries
+PartitionKeys = str | TopicPartition | Iterable[str | TopicPartition]
+"""One partition key, or several."""
 
 
 class ClientBalanceConsumer:
     """Consume a Kafka group's partitions with the assignment decided by the clients."""
 
     def __init__(
-        self, settings: ClientBalanceSettings, *, assigner: Assigner | None = None
+        self,
+        settings: ClientBalanceSettings,
+        *,
+        assigner: Assigner | None = None,
+        on_assigned: PartitionHook | None = None,
+        on_revoked: PartitionHook | None = None,
+        on_lost: PartitionHook | None = None,
     ) -> None:
+        """``assigner`` decides this member's partitions; the hooks see them come and go.
+
+        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks").
+        """
         if not isinstance(settings, ClientBalanceSettings):
             raise ConfigError(
                 f"settings must be a ClientBalanceSettings, not {type(settings).__name__}"
@@ -102,10 +93,13 @@ class ClientBalanceConsumer:
             f"{settings.group_id}_{socket.gethostname()}-{os.getpid()}-"
             f"{uuid.uuid4().hex[:12]}-Balance-{CLIENT_VERSION}"
         )
+        self._hooks = PartitionHooks(
+            self._consumer_id, on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost
+        )
         self._state = _CREATED
         self._state_lock = threading.Lock()
         self._setup: MemberSetup | None = None
-        self._run: _Running | None = None
+        self._run: Running | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -156,6 +150,7 @@ class ClientBalanceConsumer:
         node_id: int = -1,
         *,
         mode: GroupMode | str | None = None,
+        pinned: Mapping[str, int] | Iterable[str] | None = None,
     ) -> None:
         """Subscribe to ``topics`` as node ``node_id`` of ``source_count`` and start consuming.
 
@@ -163,10 +158,13 @@ class ClientBalanceConsumer:
         whose ``filter_header`` header is not in the set are skipped; ``None`` = no filter).
         ``source_count > 0`` is node mode; ``<= 0`` leaves the assignment to the application
         (the ``assigner`` callback, or ``connect``); ``mode="elastic"`` asks for an elastic
-        group. ``mode`` (or ``settings.mode``) names the mode outright.
+        group. ``mode`` (or ``settings.mode``) names the mode outright. ``pinned`` (keys, or
+        keys -> bootstrap offsets) adds to ``settings.pinned``: partitions this member always
+        holds and no other member takes (:class:`PinConflictError` if a live one pinned one).
         """
         parsed = parse_topics(topics)
         resolved = resolve_mode(source_count, node_id, mode, self._settings.mode)
+        pins = parse_pins(self._settings.pinned) | parse_pins(pinned or {})
         setup = MemberSetup(
             self._settings, self._consumer_id, parsed, resolved,
             source_count, node_id, self._assigner,
@@ -176,27 +174,10 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            fetcher = Fetcher(self._settings)
-            meta = MetaCache.of(self._settings, parsed, fetcher.metadata)
-            keeper = PartitionKeeper(setup, fetcher, meta)
-            reconciler = Reconciler(keeper.round, self._settings.reconcile_interval_s)
-            fetcher.on_fatal = reconciler.wake
-            try:
-                keeper.status = join_group(
-                    setup,
-                    lambda: setup.report(fetcher.offsets()),
-                    on_change=reconciler.wake,
-                    on_fenced=lambda fenced: self._fenced(keeper, reconciler, fenced),
-                )
-            except BaseException:
-                fetcher.close(0.0)
-                raise
-            fetcher.lease_ok = keeper.status.lease_ok
+            self._run = launch(setup, self._hooks, pins)
             self._setup = setup
-            redeliveries = Redeliveries(self._settings)
-            self._run = _Running(setup, fetcher, meta, keeper, reconciler, redeliveries)
             self._state = _RUNNING
-        reconciler.start()
+        self._run.reconciler.start()
         _log.info(
             "consumer started",
             consumer_id=self._consumer_id,
@@ -205,6 +186,7 @@ class ClientBalanceConsumer:
             source_count=source_count,
             node_id=node_id,
             topics=sorted(parsed),
+            pinned=sorted(str(tp) for tp in pins),
         )
 
     def shutdown(self) -> None:
@@ -219,7 +201,10 @@ class ClientBalanceConsumer:
         run.keeper.stopping = True
         try:
             run.reconciler.stop()
-            run.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
+            try:
+                run.keeper.release_for_shutdown()  # on_revoked, then the final commits
+            finally:
+                run.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
         finally:
             self._state = _STOPPED
             if run.keeper.status is not None:
@@ -237,7 +222,7 @@ class ClientBalanceConsumer:
     ) -> None:
         self.shutdown()
 
-    def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> _Running:
+    def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> Running:
         allowed = (_RUNNING, _STOPPING) if stopping_ok else (_RUNNING,)
         run = self._run
         if self._state not in allowed or run is None:
@@ -246,15 +231,9 @@ class ClientBalanceConsumer:
             if run.keeper.halted is not None:
                 raise run.keeper.halted
             run.reconciler.raise_failure()
+            run.keeper.hooks.failures.raise_once()
             run.fetcher.failures.raise_once()
         return run
-
-    @staticmethod
-    def _fenced(keeper: PartitionKeeper, reconciler: Reconciler, fenced: bool) -> None:
-        # Called from the report thread: release at once, before the lease runs out.
-        if fenced:
-            keeper.release_all(commit=False)
-        reconciler.wake()
 
     # ------------------------------------------------------------------ meta
     def get_partition_meta(self) -> dict[str, PartitionMeta]:
@@ -298,6 +277,25 @@ class ClientBalanceConsumer:
         """Release a partition: commit confirmed progress, roll back a batch that is out."""
         self._running().keeper.disconnect(to_topic_partition(key))
 
+    def pin(self, keys: PartitionKeys, offset: int | None = None) -> None:
+        """Hold these partitions from now on, whatever the strategy says; no other member will.
+
+        ``offset`` (None: resume the group's position) is where a partition not held yet
+        starts. Published in this member's report: the other members release them and leave
+        them out of their targets. :class:`PinConflictError` at once if a live member pinned
+        one already. Registration follows in the next round (woken now).
+        """
+        run = self._running()
+        start = RESUME_OFFSET if offset is None else check_bootstrap_offset(offset)
+        run.keeper.pin(dict.fromkeys(_partitions(keys), start))
+        run.reconciler.wake()
+
+    def unpin(self, keys: PartitionKeys) -> None:
+        """Stop pinning these partitions: the strategy decides them again (from next round)."""
+        run = self._running()
+        run.keeper.unpin(_partitions(keys))
+        run.reconciler.wake()
+
     # ------------------------------------------------------------------ consume / confirm
     def get_message(self, timeout_s: float = 10.0) -> ConsumeResult:
         """One partition's batch; its partition stays locked until the batch is confirmed.
@@ -305,33 +303,7 @@ class ClientBalanceConsumer:
         Raises :class:`NoMessageError` after ``timeout_s`` with code 406 (nothing registered),
         407 (every partition waiting for data) or 408 (every partition has a batch out).
         """
-        run = self._running()
-        while True:
-            batch = run.fetcher.take_batch(timeout_s)
-            if isinstance(batch, int):
-                run.fetcher.failures.raise_once()
-                reason = _NO_BATCH_REASONS[batch]
-                raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
-            key = run.meta.key(batch.partition)
-            if not run.redeliveries.must_skip(batch.partition, batch.start):
-                break
-            try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
-                run.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
-            except BaseException:
-                run.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
-                raise
-            run.fetcher.settle(batch.partition, batch.token, consumed=True)
-            run.redeliveries.confirmed(batch.partition)
-        return ConsumeResult(
-            key=key,
-            topic=batch.partition.topic,
-            partition=batch.partition.partition,
-            messages=batch.messages,
-            confirm_context=f"{key}:{batch.token}",
-            start_offset=batch.start,
-            end_offset=batch.end,
-            high=batch.high,
-        )
+        return self._running().next_batch(timeout_s)
 
     def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:
         """Confirm a batch; ``consumed=False`` rewinds to its start, so it comes again."""
@@ -384,3 +356,9 @@ class ClientBalanceConsumer:
     def reconcile_now(self, timeout_s: float = 30.0) -> bool:
         """Run a reconcile round now; True once it has finished within ``timeout_s``."""
         return self._running().reconciler.run_round(timeout_s)
+
+
+def _partitions(keys: PartitionKeys) -> list[TopicPartition]:
+    if isinstance(keys, str | TopicPartition):
+        return [to_topic_partition(keys)]
+    return sorted({to_topic_partition(key) for key in keys})

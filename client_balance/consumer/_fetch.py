@@ -49,7 +49,7 @@ from client_balance.consumer._buffers import (
 from client_balance.consumer._client import ClientGate
 from client_balance.consumer._commits import Committer
 from client_balance.consumer._retention import restart_out_of_range
-from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
+from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -114,15 +114,13 @@ class Fetcher:
             return set(self._held)
 
     def hold(
-        self,
-        requests: Mapping[TopicPartition, frozenset[str] | None],
-        choose_start: StartChooser,
+        self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser
     ) -> dict[TopicPartition, int]:
         """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
 
-        All of it runs as one step under the client lock: watermarks, one committed-offsets
-        query, one commit of the starts that must be committed, one ``incremental_assign``.
-        Returns each partition's start.
+        One step under the client lock: watermarks, one committed-offsets query, one commit of
+        the starts to commit, one ``incremental_assign``. Returns each partition's start; its
+        batches wait for :meth:`announce`.
         """
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:
@@ -140,7 +138,9 @@ class Fetcher:
         for partition, filters in wanted.items():
             low, high = ranges[partition]
             start, commit_now = choose_start(partition, committed.get(partition), low, high)
-            state = HeldPartition(partition, filters, start, committed.get(partition), high=high)
+            state = HeldPartition(
+                partition, filters, start, committed.get(partition), high=high, announced=False
+            )
             states.append(state)
             if commit_now:
                 to_commit.append(state)
@@ -157,13 +157,22 @@ class Fetcher:
         consumer.resume(assigned)
         return {state.partition: state.confirmed for state in states}
 
+    def announce(self, partitions: Iterable[TopicPartition]) -> None:
+        """Let batches of partitions just held go out (``hold`` keeps them back until then)."""
+        with self._lock:
+            for state in filter(None, map(self._held.get, partitions)):
+                state.announced = True
+                if state.buffer and state.batch is None:
+                    self._ready.append(state.partition)
+            self._lock.notify_all()
+
     def quiesce(
         self, partitions: Iterable[TopicPartition], wait_s: float
     ) -> dict[TopicPartition, int]:
         """Hand out no more batches of ``partitions``; their confirmed positions, once settled.
 
-        Waits up to ``wait_s`` (one deadline for all) for their batches out; one still out then
-        is rolled back: its messages come again to the next holder, a late confirm is refused.
+        A batch still out after ``wait_s`` (one deadline for all) is rolled back: it comes
+        again to the next holder, and a late confirm of it is refused.
         """
         with self._lock:
             states = [s for tp in partitions if (s := self._held.get(tp)) is not None]
@@ -239,15 +248,7 @@ class Fetcher:
             self._gate.call(lambda: self._rewind(state, batch.start))
             return state.confirmed, state.committed == state.confirmed
         if self._settings.commit == "sync":
-            try:
-                self._gate.call(lambda: self._commits.commit([state]))
-            except GroupInUseError:
-                raise
-            except KafkaClientError as error:
-                # Confirmed all the same: the fetch thread commits it once Kafka answers.
-                _log.warning("commit failed; will retry", error=str(error))
-                return batch.end, False
-            return batch.end, True
+            return batch.end, self._commits.commit_confirmed(state, self._gate.call)
         self._resume_if_drained(state)
         return batch.end, False
 

@@ -40,7 +40,7 @@ def join_group(
         )
         try:
             status.join()
-            status.check_group(setup.report(()))
+            status.check_group(describe())
             members = described.result()
         except BaseException:
             status.leave()

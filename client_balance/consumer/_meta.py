@@ -10,6 +10,7 @@ from typing import Any
 
 from client_balance._kafka import PartitionLayout, TopicIds, Watermarks, topic_layouts
 from client_balance.consumer._results import PartitionMeta
+from client_balance.errors import PartitionNotFoundError, PartitionUnsubscribableError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -108,6 +109,25 @@ class MetaCache:
         meta = self._meta.get(partition)
         leader = meta.leader if meta is not None else -1
         return f"{leader}:{partition.topic}:{partition.partition}"
+
+    def check_registrable(self, partition: TopicPartition, shown_key: str) -> None:
+        """Raise 404 if the partition is not in the meta set (asked again), 422 if no leader."""
+        meta = self.get(partition)
+        if meta is None:
+            self.refresh(max_age_s=0.0)
+            meta = self.get(partition)
+        if meta is None:
+            raise PartitionNotFoundError(
+                f"partition {partition} is not in the partition meta set of topics "
+                f"{sorted(self._topics)}",
+                key=shown_key,
+            )
+        if not meta.subscribable:
+            raise PartitionUnsubscribableError(
+                f"partition {meta.key} cannot be consumed now (no leader, or its topic "
+                "reports an error)",
+                key=meta.key,
+            )
 
     def appeared_later(self, partition: TopicPartition, grace_s: float) -> bool:
         """Whether ``partition`` was first seen more than ``grace_s`` after the start."""

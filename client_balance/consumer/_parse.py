@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from client_balance.errors import ConfigError, InvalidConfirmContextError
-from client_balance.keys import TopicPartition, check_topic_name
+from client_balance.keys import (
+    RESUME_OFFSET,
+    TopicPartition,
+    check_bootstrap_offset,
+    check_topic_name,
+    to_topic_partition,
+)
 from client_balance.settings import GroupMode
 
-__all__ = ["parse_context", "parse_topics", "resolve_mode"]
+__all__ = ["parse_context", "parse_pins", "parse_topics", "resolve_mode"]
 
 MAX_FILTERS_PER_TOPIC = 500  # TubeMQ's limits on filter items
 MAX_FILTER_LENGTH = 256
@@ -103,3 +109,15 @@ def parse_context(context: object) -> tuple[TopicPartition, int]:
         "ConsumeResult (<leader>:<topic>:<partition>:<token>)",
         context=context,
     )
+
+
+def parse_pins(pins: Mapping[str, int] | Iterable[str]) -> dict[TopicPartition, int]:
+    """Pins given as keys, or keys -> bootstrap offsets (-1 resumes), by partition."""
+    if isinstance(pins, str):
+        raise ConfigError(
+            f"pinned={pins!r} is one string; give a list of partition keys or a mapping of "
+            "keys to bootstrap offsets"
+        )
+    if isinstance(pins, Mapping):
+        return {to_topic_partition(k): check_bootstrap_offset(o) for k, o in pins.items()}
+    return {to_topic_partition(key): RESUME_OFFSET for key in pins}

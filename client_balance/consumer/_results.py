@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +15,12 @@ else:
     Message = Any
 
 __all__ = [
+    "AssignmentContext",
     "Batch",
     "ConfirmResult",
     "ConsumeResult",
+    "MemberView",
     "Message",
-    "NodeContext",
     "OffsetInfo",
     "PartitionMeta",
 ]
@@ -99,16 +101,56 @@ class ConfirmResult:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeContext:
-    """What an assignment callback knows about the node asking."""
+class MemberView:
+    """A live member of the group as its last report shows it (for an ``assigner``)."""
+
+    consumer_id: str
+    node_id: int
+    """Its node id in node mode (-1 or -2 in the other modes)."""
+    mode: str
+    """``"node"``, ``"manual"`` or ``"elastic"``."""
+    pinned: frozenset[str]
+    """Keys of the partitions it pinned: no other member may hold them."""
+    held: Mapping[str, int | None]
+    """Key -> lag (None: its high watermark is unknown yet) of each partition it holds."""
+    fenced: bool = False
+
+    @property
+    def lag(self) -> int:
+        """The sum of the known lags of what it holds."""
+        return sum(lag for lag in self.held.values() if lag is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentContext:
+    """What an ``assigner`` callback decides from; read-only, made afresh every round.
+
+    ``partitions`` is the full configured set (subscribable or not) with watermarks and each
+    partition's live holder; ``members`` every live member, this one included, sorted by id.
+    The callback returns the keys (or ``TopicPartition``s, or keys -> bootstrap offsets) this
+    member should hold; partitions pinned by other live members are left out of it.
+    """
 
     group_id: str
+    consumer_id: str
+    mode: str
     source_count: int
     node_id: int
     topics: tuple[str, ...]
-    registered: frozenset[str]
-    mode: str = "node"
-    """The group mode: ``"node"``, ``"manual"`` or ``"elastic"``."""
+    partitions: Mapping[str, PartitionMeta]
+    members: tuple[MemberView, ...]
+    held: frozenset[str]
+    """Keys this member holds now."""
+    pinned: frozenset[str]
+    """Keys this member pinned (held whatever the callback answers)."""
+    previous_target: frozenset[str]
+    """The keys of the target the previous round settled on (empty in the first round)."""
+    round_number: int
+
+    @property
+    def me(self) -> MemberView | None:
+        """The asking member's own entry in ``members`` (None before its first report is read)."""
+        return next((m for m in self.members if m.consumer_id == self.consumer_id), None)
 
 
 class Batch:

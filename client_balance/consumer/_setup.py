@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from client_balance._version import __version__
 from client_balance.consumer._buffers import Positions
-from client_balance.consumer._results import NodeContext, PartitionMeta
+from client_balance.consumer._results import AssignmentContext
 from client_balance.errors import ConfigError
 from client_balance.keys import (
     RESUME_OFFSET,
@@ -27,8 +27,8 @@ CLIENT_VERSION = f"client-balance-{__version__}"
 UserTarget = Iterable[str | TopicPartition] | Mapping[str | TopicPartition, int]
 """A callback's answer: keys, or keys -> bootstrap offsets."""
 
-Assigner = Callable[[Mapping[str, PartitionMeta], NodeContext], UserTarget]
-"""A user's assignment: the meta set and this node -> keys (or keys -> bootstrap offsets)."""
+Assigner = Callable[[AssignmentContext], UserTarget]
+"""A user's assignment: what the round knows -> keys (or keys -> bootstrap offsets)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class MemberSetup:
             return "sticky"
         return self.settings.strategy
 
-    def report(self, offsets: Iterable[Positions]) -> MemberReport:
+    def report(self, offsets: Iterable[Positions], pinned: list[str]) -> MemberReport:
         """The member's status report, holding the partitions of ``offsets``."""
         held = {
             f"{at.partition.topic}:{at.partition.partition}": HeldPartition(
@@ -71,6 +71,7 @@ class MemberSetup:
             held=held,
             mode=self.mode.value,
             filters={t: sorted(f) for t, f in sorted(self.topics.items()) if f is not None},
+            pinned=pinned,
         )
 
 

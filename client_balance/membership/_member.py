@@ -10,8 +10,6 @@ partitions, so it must stop fetching first. Once a report gets through again it 
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,14 +20,10 @@ from client_balance._logging import get_logger
 from client_balance.errors import (
     ClientBalanceError,
     ConfigError,
-    DuplicateNodeIdError,
-    InconsistentFiltersError,
-    InconsistentSourceCountError,
-    InconsistentStrategyError,
-    InconsistentTopicsError,
     KafkaClientError,
 )
 from client_balance.keys import TopicPartition
+from client_balance.membership._checks import check_group
 from client_balance.membership._log import (
     StatusReader,
     StatusWriter,
@@ -150,39 +144,9 @@ class StatusMember:
 
     # ------------------------------------------------------------------ group checks
     def check_group(self, me: MemberReport) -> None:
-        """Raise :class:`GroupConflictError` if an earlier live member contradicts ``me``.
-
-        425/426: other topics or filter sets (every mode, as in TubeMQ). 429: a node-mode member
-        meets an earlier member with another source count, or a member of another mode next to
-        node-mode members. 430: an earlier live node-mode member has the same node id. Node-mode
-        members must also agree on the strategy, or their shares overlap and leave gaps.
-        """
-        source_count, node_id, mode = me.source_count, me.node_id, me.mode
+        """Raise :class:`GroupConflictError` if an earlier live member contradicts ``me``."""
         with self._reader.lock:
-            state = self._reader.state
-            mine = state.join_order(self._id)
-            for other_id, report in state.live_reports().items():
-                if other_id == self._id or state.join_order(other_id) > mine:
-                    continue
-                if _died_here(report):
-                    continue  # a predecessor on this host that was killed: its lease will lapse
-                _check_subscription(me, report, other_id, self._group)
-                node_mode = "node" in (report.mode, mode)
-                if node_mode and (report.source_count, report.mode) != (source_count, mode):
-                    raise InconsistentSourceCountError(
-                        f"[Inconsistency subscribe] {self._id}'s source_count is inconsistent "
-                        f"with other consumers in group {self._group!r}: required is "
-                        f"{report.source_count} (as {other_id} has it), requested {source_count}",
-                        ours=source_count,
-                        group=report.source_count,
-                    )
-                if mode == "node" and report.node_id == node_id:
-                    raise DuplicateNodeIdError(
-                        f"[Inconsistency subscribe] {self._id}'s node_id {node_id} is occupied "
-                        f"by {other_id} in group {self._group!r}",
-                        node_id=node_id,
-                        holder=other_id,
-                    )
+            check_group(self._reader.state, me, self._group)
 
     # ------------------------------------------------------------------ claims
     def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
@@ -216,6 +180,23 @@ class StatusMember:
         """Live holder of each held partition, as the view stands."""
         with self._reader.lock:
             return self._reader.state.live_holders()
+
+    def pins(self) -> dict[TopicPartition, str]:
+        """Pinned partition -> the live member that pinned it (the earliest to join, if two)."""
+        with self._reader.lock:
+            state = self._reader.state
+            reports = state.live_reports()
+            order = sorted(reports, key=state.join_order)
+        pins: dict[TopicPartition, str] = {}
+        for member_id in order:
+            for partition in sorted(reports[member_id].pinned_partitions()):
+                pins.setdefault(partition, member_id)
+        return pins
+
+    def live_reports(self) -> dict[str, MemberReport]:
+        """The live members' last reports, by consumer id (sorted)."""
+        with self._reader.lock:
+            return self._reader.state.live_reports()
 
     def elastic_members(self) -> dict[str, tuple[frozenset[str], set[TopicPartition]]]:
         """Live elastic members (mode ``elastic``): id -> (topics, partitions held)."""
@@ -339,41 +320,3 @@ class StatusMember:
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop claims that lapsed or were lost without withdrawing them (nothing to write)."""
         self._claimed.difference_update(partitions)
-
-
-def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, group: str) -> None:
-    where = f"in group {group!r}, as {other_id} has it"
-    if set(me.topics) != set(other.topics):
-        raise InconsistentTopicsError(
-            f"[Inconsistency subscribe] {me.consumer_id}'s topics {sorted(me.topics)} differ "
-            f"from {sorted(other.topics)} {where}",
-            ours=sorted(me.topics),
-            group=sorted(other.topics),
-        )
-    if me.filters != other.filters:
-        raise InconsistentFiltersError(
-            f"[Inconsistency subscribe] {me.consumer_id}'s filters {me.filters} differ from "
-            f"{other.filters} {where}",
-            ours=me.filters,
-            group=other.filters,
-        )
-    if me.mode == other.mode == "node" and me.strategy != other.strategy:
-        raise InconsistentStrategyError(
-            f"[Inconsistency subscribe] {me.consumer_id}'s strategy {me.strategy!r} differs from "
-            f"{other.strategy!r} {where}: nodes with different rules overlap and leave gaps",
-            ours=me.strategy,
-            group=other.strategy,
-        )
-
-
-def _died_here(report: MemberReport) -> bool:
-    """Whether the member ran on this host in a process that no longer exists."""
-    if report.host != socket.gethostname() or report.pid == os.getpid():
-        return False
-    try:
-        os.kill(report.pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, under another user
-        return False
-    return False

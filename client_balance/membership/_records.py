@@ -112,6 +112,8 @@ class MemberReport:
     """Its ``status_topic_partitions`` (0: a report from before the setting existed)."""
     filters: dict[str, list[str]] = field(default_factory=dict)
     """Topic -> its filter values, sorted, for the topics started with a filter set."""
+    pinned: list[str] = field(default_factory=list)
+    """``"topic:partition"`` of the partitions it pinned, sorted: no other member takes them."""
 
     def encode(self) -> bytes:
         """The record value."""
@@ -121,6 +123,8 @@ class MemberReport:
     def decode(cls, raw: bytes) -> MemberReport:
         """Parse a record value (ValueError/TypeError/KeyError if it is not a report)."""
         data: dict[str, Any] = json.loads(raw)
+        # A newer member's report may carry fields this version does not know: still a member.
+        data = {name: value for name, value in data.items() if name in _REPORT_FIELDS}
         data["topics"] = tuple(data["topics"])
         data["held"] = {key: HeldPartition(**value) for key, value in data["held"].items()}
         # Reports written before modes were explicit: a positive source_count was a node, -1
@@ -131,11 +135,19 @@ class MemberReport:
 
     def held_partitions(self) -> set[TopicPartition]:
         """The held partitions as (topic, partition)."""
-        held = set()
-        for key in self.held:
-            topic, _, number = key.rpartition(":")
-            held.add(TopicPartition(topic, int(number)))
-        return held
+        return {_identity(key) for key in self.held}
+
+    def pinned_partitions(self) -> set[TopicPartition]:
+        """The pinned partitions as (topic, partition)."""
+        return {_identity(key) for key in self.pinned}
+
+
+_REPORT_FIELDS = frozenset(MemberReport.__dataclass_fields__)
+
+
+def _identity(key: str) -> TopicPartition:
+    topic, _, number = key.rpartition(":")
+    return TopicPartition(topic, int(number))
 
 
 @dataclass
@@ -265,7 +277,16 @@ class GroupState:
             return False
         joined = consumer_id not in self.members
         member = self._seen(consumer_id, timestamp_ms, offset)
-        changed = joined or member.report is None or member.report.fenced != report.fenced
+        before = member.report
+        changed = (
+            joined
+            or before is None
+            or (before.fenced, before.pinned)
+            != (
+                report.fenced,
+                report.pinned,
+            )
+        )
         member.report = report
         member.join_offset = report.join_offset if report.join_offset is not None else offset
         return changed

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings
+from tests.integration.usecases import UseCaseGroup
 from tests.integration.workers import Group
 
 _groups = itertools.count(1)
@@ -92,6 +93,22 @@ def groups(tmp_path: Path) -> Iterator[GroupFactory]:
         folder = tmp_path / f"group{len(made)}"
         folder.mkdir()
         made.append(Group(bootstrap, topic, source_count, folder, mode=mode))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.kill_leftovers()
+
+
+@pytest.fixture
+def usecase_groups(tmp_path: Path) -> Iterator[Callable[..., UseCaseGroup]]:
+    """Factory of use-case worker groups (``(bootstrap, topics)``); kills workers at teardown."""
+    made: list[UseCaseGroup] = []
+
+    def make(bootstrap: str, topics: list[str]) -> UseCaseGroup:
+        folder = tmp_path / f"usecase{len(made)}"
+        folder.mkdir()
+        made.append(UseCaseGroup(bootstrap, topics, folder))
         return made[-1]
 
     yield make

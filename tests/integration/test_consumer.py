@@ -7,7 +7,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -19,16 +19,15 @@ import client_balance.admin
 import client_balance.consumer._fetch
 import client_balance.consumer._reconcile
 from client_balance import (
+    AssignmentContext,
     ClientBalanceConsumer,
     ClientBalanceSettings,
     ConsumeResult,
     GroupInUseError,
     GroupMode,
     InvalidConfirmContextError,
-    NodeContext,
     NoMessageError,
     NotStartedError,
-    PartitionMeta,
     RedeliveryLimitError,
     TopicPartition,
 )
@@ -382,11 +381,11 @@ def test_manual_mode_with_a_callback_holds_the_callbacks_answer(
 ) -> None:
     """With an assigner, a manual member holds what the callback returns and sees its mode."""
     topic = new_topic(partitions=4)
-    contexts: list[NodeContext] = []
+    contexts: list[AssignmentContext] = []
 
-    def assigner(meta: Mapping[str, PartitionMeta], context: NodeContext) -> list[str]:
+    def assigner(context: AssignmentContext) -> list[str]:
         contexts.append(context)
-        return sorted(key for key, m in meta.items() if m.partition % 2 == 0)
+        return sorted(key for key, m in context.partitions.items() if m.partition % 2 == 0)
 
     with ClientBalanceConsumer(kafka_settings(), assigner=assigner) as consumer:
         consumer.start([topic], source_count=-1, node_id=0)
@@ -503,7 +502,7 @@ def test_a_topic_deleted_and_created_again_is_read_from_its_start(
     topic = new_topic(partitions=1)
     wanted = {"on": True}
 
-    def assigner(meta: Mapping[str, PartitionMeta], context: NodeContext) -> list[str]:
+    def assigner(context: AssignmentContext) -> list[str]:
         return [f"{topic}:0"] if wanted["on"] else []
 
     settings = kafka_settings(start_position="latest", commit="sync")

@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
 from client_balance import (
+    AssignmentContext,
     ClientBalanceConsumer,
     ClientBalanceSettings,
     ConfigError,
@@ -29,8 +30,6 @@ from client_balance import (
     InconsistentStrategyError,
     InconsistentTopicsError,
     KafkaClientError,
-    NodeContext,
-    PartitionMeta,
     PartitionOccupiedError,
     TooFrequentError,
     admin,
@@ -240,8 +239,8 @@ def test_a_round_whose_release_commit_fails_hands_the_partition_over_within_two_
     produce(kafka_bootstrap, topic, 10, partitions=1)
     owner = {"id": "first"}
 
-    def assigner_of(name: str) -> Callable[[Mapping[str, PartitionMeta], NodeContext], list[str]]:
-        return lambda meta, context: [f"{topic}:0"] if owner["id"] == name else []
+    def assigner_of(name: str) -> Callable[[AssignmentContext], list[str]]:
+        return lambda context: [f"{topic}:0"] if owner["id"] == name else []
 
     settings = kafka_settings(commit="interval", commit_interval_s=3600.0, request_timeout_s=2.0,
                               lease_timeout_s=6.0, report_interval_s=1.0)  # fmt: skip

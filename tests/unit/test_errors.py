@@ -19,6 +19,8 @@ EXAMPLES: list[errors.ClientBalanceError] = [
     errors.PartitionNotFoundError("nope", key="1:t:9"),
     errors.PartitionOccupiedError("taken", key="1:t:0", holder="c-1"),
     errors.TooFrequentError("slow down", key="1:t:0", retry_after_s=5.0),
+    errors.PinConflictError("pinned there", key="1:t:0", holder="c-3"),
+    errors.CallbackError("assigner raised", callback="assigner", round_number=4),
     errors.RedeliveryLimitError("stuck", key="1:t:0", offset=7, rollbacks=4),
     errors.GroupConflictError("contradicts"),
     errors.InconsistentTopicsError("topics", ours=["a"], group=["a", "b"]),

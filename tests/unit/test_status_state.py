@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from client_balance.keys import TopicPartition
@@ -223,3 +225,23 @@ def test_a_tombstone_written_for_a_member_is_no_sign_of_its_life() -> None:
     log.add(member_key(GROUP, "loser"), report("loser", lease_s=1.0), 0)
     log.add(claim_key(GROUP, P0, "loser"), None, 5_000)
     assert not log.state.is_alive("loser", 5_000)
+
+
+def test_a_report_with_fields_this_version_does_not_know_still_counts_as_a_member() -> None:
+    """A newer member's report (an unknown field) decodes; before, the member was invisible."""
+    data = json.loads(report("a"))
+    data["added_in_a_later_version"] = {"x": 1}
+    log = Log()
+    log.add(member_key(GROUP, "a"), json.dumps(data).encode(), at_ms=1_000)
+    assert set(log.state.live_reports()) == {"a"}
+
+
+def test_a_changed_pin_is_a_change_of_the_group() -> None:
+    """A report whose pins differ from the last one wakes the readers (apply returns True)."""
+    log = Log()
+    log.add(member_key(GROUP, "a"), report("a"), at_ms=1_000)
+    pinned = json.loads(report("a"))
+    pinned["pinned"] = ["orders:1"]
+    assert log.state.apply(member_key(GROUP, "a"), json.dumps(pinned).encode(), 9, 2_000)
+    assert log.state.live_reports()["a"].pinned_partitions() == {P1}
+    assert not log.state.apply(member_key(GROUP, "a"), json.dumps(pinned).encode(), 10, 3_000)

@@ -1,0 +1,328 @@
+"""What a member holds: the reconcile round, and the register/release paths it shares.
+
+Every path that starts or stops holding a partition runs through here, so the lifecycle hooks
+see every change: ``on_assigned`` after a registration, ``on_revoked`` after the partitions'
+batches settled and before their final commit, ``on_lost`` when they were taken away with
+nothing committed. ``connect()``, ``disconnect()`` and the round take one lock, so they never
+race; fencing (from the report thread) only stops fetching and leaves its ``on_lost`` to the
+next round, so that hooks run from the reconcile thread or the application's own calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Mapping
+
+from client_balance._logging import get_logger
+from client_balance.consumer import _reconcile
+from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._hooks import PartitionHooks
+from client_balance.consumer._meta import MetaCache
+from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._targets import TargetPlanner
+from client_balance.consumer._throttle import RefusedConnects
+from client_balance.errors import (
+    ClientBalanceError,
+    GroupConflictError,
+    PartitionNotFoundError,
+    PartitionOccupiedError,
+    PinConflictError,
+)
+from client_balance.keys import RESUME_OFFSET, TopicPartition
+from client_balance.membership import StatusMember
+
+__all__ = ["PartitionKeeper"]
+
+_log = get_logger("reconcile")
+
+
+class PartitionKeeper:
+    """What this member holds: the reconcile round, and the register/release it shares."""
+
+    def __init__(
+        self,
+        member: MemberSetup,
+        fetcher: Fetcher,
+        meta: MetaCache,
+        hooks: PartitionHooks,
+        planner: TargetPlanner,
+    ) -> None:
+        self._member = member
+        self._settings = member.settings
+        self._fetcher = fetcher
+        self._meta = meta
+        self.hooks = hooks
+        self.planner = planner
+        self.status: StatusMember | None = None
+        self.halted: ClientBalanceError | None = None
+        """Set when a group check stopped this member: every call raises it from then on."""
+        self.stopping = False
+        """Set by ``shutdown()``: a round that runs on registers nothing more."""
+        self._lock = threading.RLock()
+        # Partitions already started at a pinned or callback offset: re-registering them (after
+        # a leader came back, say) resumes the group's position instead of going back there.
+        self._bootstrapped: set[TopicPartition] = set()
+        # Partitions of topics deleted and created again: registered from their log start,
+        # whatever was committed (positions of the old topic mean nothing in the new one).
+        self._from_log_start: set[TopicPartition] = set()
+        self._refused = RefusedConnects(self._settings.refused_connect_wait_s)
+        self._lost_lock = threading.Lock()
+        self._lost_pending: dict[str, int] = {}  # fenced: on_lost waits for the next round
+
+    # ------------------------------------------------------------------ register / release
+    def connect(self, partition: TopicPartition, offset: int, shown_key: str) -> None:
+        """Register one partition for the application (410 if a live member holds it).
+
+        Asked again within ``refused_connect_wait_s`` of a 410 for it, while the same member
+        still holds it: 421, as TubeMQ does (freed meanwhile, it is simply registered). A
+        partition another live member pinned: :class:`PinConflictError`.
+        """
+        with self._lock:
+            if self.status is not None:
+                owner = self.status.pins().get(partition)
+                if owner not in (None, self._member.consumer_id):
+                    raise PinConflictError(
+                        f"partition {self._meta.key(partition)} is pinned by the live member "
+                        f"{owner}; it cannot be registered here while that pin stands",
+                        key=shown_key,
+                        holder=owner,
+                    )
+                self._refused.check(partition, shown_key, self.status.holders)
+            try:
+                self._register({partition: offset}, shown_key)
+            except PartitionOccupiedError as occupied:
+                self._refused.refused(partition, occupied.holder)
+                raise
+            self._refused.registered(partition)
+
+    def disconnect(self, partition: TopicPartition) -> None:
+        """Release one partition: commit confirmed progress, roll back a batch that is out."""
+        with self._lock:
+            if partition in self._fetcher.held():
+                self._release({partition})
+            else:
+                self._fetcher.release(partition, _reconcile.RELEASE_WAIT_S)
+
+    def _release(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        commit: bool = True,
+        wait_s: float | None = None,
+    ) -> None:
+        """Settle the partitions' batches, run ``on_revoked`` (or ``on_lost``), commit, unassign.
+
+        Each is withdrawn even when its final commit fails: it is no longer fetched, and a
+        claim left behind would refuse every other member with 410 until this one stops. What
+        was confirmed but not committed comes again to the next holder.
+        """
+        chosen = sorted(set(partitions) & self._fetcher.held())
+        if not chosen:
+            return
+        wait = _reconcile.RELEASE_WAIT_S if wait_s is None else wait_s
+        confirmed = self._fetcher.quiesce(chosen, wait)
+        positions = {self._meta.key(tp): position for tp, position in confirmed.items()}
+        (self.hooks.revoked if commit else self.hooks.lost)(positions)
+        failures: list[ClientBalanceError] = []
+        try:
+            for partition in chosen:
+                try:
+                    self._fetcher.release(partition, 0.0, commit=commit)
+                except ClientBalanceError as error:
+                    failures.append(error)
+        finally:
+            self._withdraw(set(chosen))
+        if failures:
+            raise failures[0]
+
+    def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
+        for partition in wanted:
+            self._meta.check_registrable(partition, shown_key or str(partition))
+
+        def choose_start(
+            partition: TopicPartition, committed: int | None, low: int, high: int
+        ) -> tuple[int, bool]:
+            offset = wanted[partition]
+            if partition in self._from_log_start:
+                return low, True
+            if offset >= 0:
+                return min(max(offset, low), high), True
+            if committed is None:
+                # Committed at once: a crash before the first confirm must not let the next
+                # holder resolve "latest" again, later, and skip what arrived meanwhile.
+                return (low if self._from_earliest(partition) else high), True
+            return min(max(committed, low), high), False
+
+        claimed = self._claim(wanted, shown_key)
+        topics = self._member.topics
+        try:
+            starts = self._fetcher.hold({tp: topics[tp.topic] for tp in claimed}, choose_start)
+            if starts:
+                _log.info("partitions registered", starts={str(tp): o for tp, o in starts.items()})
+        finally:
+            self._withdraw(claimed.keys() - self._fetcher.held())
+            if self.status is not None:
+                self.status.report_soon()
+        self._bootstrapped.update(tp for tp, offset in claimed.items() if offset >= 0)
+        self._from_log_start.difference_update(self._fetcher.held())
+        try:
+            self.hooks.assigned({self._meta.key(tp): start for tp, start in starts.items()})
+        finally:
+            self._fetcher.announce(starts)
+
+    def _claim(
+        self, wanted: Mapping[TopicPartition, int], shown_key: str | None
+    ) -> dict[TopicPartition, int]:
+        """The partitions of ``wanted`` this member may hold: claimed now, or held already."""
+        held = self._fetcher.held()
+        fresh = {tp: offset for tp, offset in wanted.items() if tp not in held}
+        if self.status is None or not fresh:
+            return fresh
+        verdicts = self.status.claim(fresh)
+        lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
+        if lost and shown_key is not None:
+            partition, holder = next(iter(lost.items()))
+            raise PartitionOccupiedError(
+                f"partition {self._meta.key(partition)} is held by the live member {holder}; "
+                "it can be registered once that member releases it or its lease lapses",
+                key=shown_key,
+                holder=holder,
+            )
+        return {tp: offset for tp, offset in fresh.items() if tp not in lost}
+
+    def _withdraw(self, partitions: set[TopicPartition]) -> None:
+        if self.status is not None and partitions:
+            self.status.withdraw(partitions)
+            self.status.report_soon()
+
+    def _from_earliest(self, partition: TopicPartition) -> bool:
+        # Partitions that appear while we run start at their beginning, as Flink does:
+        # "latest" would skip what was written before this node noticed them.
+        if self._settings.start_position == "earliest":
+            return True
+        return self._meta.appeared_later(partition, self._settings.reconcile_interval_s / 2)
+
+    def pin(self, wanted: Mapping[TopicPartition, int]) -> None:
+        """Pin partitions of the meta set, publish the pins (see ``TargetPlanner.pin``)."""
+        if any(self._meta.get(tp) is None for tp in wanted):
+            self._meta.refresh(max_age_s=0.0)  # right after start() the first round may not have
+        for partition in sorted(wanted):
+            if self._meta.get(partition) is None:
+                raise PartitionNotFoundError(
+                    f"cannot pin {partition}: it is not in the partition meta set of topics "
+                    f"{sorted(self._member.topics)}",
+                    key=str(partition),
+                )
+        status = self.status
+        self.planner.pin(wanted, status.pins() if status is not None else {})
+        if status is not None:
+            status.report_soon()
+
+    def unpin(self, partitions: Iterable[TopicPartition]) -> None:
+        """Remove pins and publish that."""
+        self.planner.unpin(partitions)
+        if self.status is not None:
+            self.status.report_soon()
+
+    def lose_all(self) -> None:
+        """Stop fetching everything at once, committing nothing (fenced): no batch waited for.
+
+        Called from the report thread, which must not wait on the application: ``on_lost``
+        runs in the next round.
+        """
+        held = sorted(self._fetcher.held())
+        confirmed = self._fetcher.quiesce(held, 0.0)
+        for partition in held:
+            self._fetcher.release(partition, 0.0, commit=False)
+        with self._lost_lock:
+            self._lost_pending.update((self._meta.key(tp), at) for tp, at in confirmed.items())
+
+    def _report_lost(self) -> None:
+        with self._lost_lock:
+            lost, self._lost_pending = self._lost_pending, {}
+        self.hooks.lost(lost)
+
+    def release_for_shutdown(self) -> None:
+        """Release everything (hooks, then final commits) before the client closes."""
+        with self._lock:
+            self._report_lost()
+            self._release(self._fetcher.held())
+
+    # ------------------------------------------------------------------ the round
+    def round(self) -> None:
+        """One reconcile round (module docstring of ``_reconcile``)."""
+        with self._lock:
+            self.hooks.round_number += 1
+            self._report_lost()
+            if self.stopping or self.halted is not None:
+                return
+            if self._fetcher.failures.fatal is not None:
+                self._halt(self._fetcher.failures.fatal, commit=False)
+                return
+            if self.status is not None and not self._keep_status(self.status):
+                return
+            self._meta.refresh(max_age_s=0.0)
+            meta = self._meta.snapshot()
+            held = self._fetcher.held()
+            target = self.planner.target(meta, held, self.status)
+            unusable = {tp for tp in held if tp not in meta or not meta[tp].subscribable}
+            released = (held - target.keys()) | unusable
+            self._release(released)
+            for partition in sorted(released):
+                _log.info("partition released", partition=str(partition))
+            wanted = {
+                tp: RESUME_OFFSET if tp in self._bootstrapped else target[tp]
+                for tp in sorted(target.keys() - held)
+                if tp in meta and meta[tp].subscribable
+            }
+            if wanted and not self.stopping:
+                self._register(wanted)
+            # After registering, so that the first round (on the way to the first message)
+            # pays no extra round trip; a topic recreated in between is caught next round.
+            for topic in sorted(self._meta.recreated_topics()):
+                self._restart_recreated(topic)
+
+    def _restart_recreated(self, topic: str) -> None:
+        _log.warning("topic deleted and created again; reading it from its start", topic=topic)
+        held = sorted(tp for tp in self._fetcher.held() if tp.topic == topic)
+        self._release(held, commit=False)  # its positions belong to the old topic
+        self._bootstrapped = {tp for tp in self._bootstrapped if tp.topic != topic}
+        self._from_log_start.update(tp for tp in self._meta.snapshot() if tp.topic == topic)
+        if held and not self.stopping:
+            self._register(dict.fromkeys(held, RESUME_OFFSET))
+
+    def _halt(self, error: ClientBalanceError, *, commit: bool) -> None:
+        """Stop for good: release everything, leave the group; every call raises ``error``."""
+        self.halted = error
+        with contextlib.suppress(ClientBalanceError):  # the rest must go all the same
+            self._release(self._fetcher.held(), commit=commit, wait_s=None if commit else 0.0)
+        if self.status is not None:
+            self.status.leave()  # withdraws its claims and its report: the group sees it gone
+
+    def _keep_status(self, status: StatusMember) -> bool:
+        """Group checks and lapsed claims before a round; False if the round must not go on."""
+        member = self._member
+        try:
+            status.check_group(member.report((), self.planner.pinned_keys()))
+        except GroupConflictError as error:
+            _log.error("stopping: the group already has a member like this", error=str(error))
+            self._halt(error, commit=True)
+            return False
+        held = self._fetcher.held()
+        if status.fenced:
+            self.lose_all()
+            self._report_lost()
+            status.forget(held)
+            return False
+        holders = status.holders()
+        # Our claims lapsed while we could not report, and someone else took over.
+        taken = {tp for tp in held if holders.get(tp) != member.consumer_id}
+        for partition in sorted(taken):
+            _log.warning("partition taken over by another member", partition=str(partition))
+        confirmed = self._fetcher.quiesce(taken, 0.0)
+        for partition in sorted(taken):
+            self._fetcher.release(partition, 0.0, commit=False)
+        self.hooks.lost({self._meta.key(tp): at for tp, at in confirmed.items()})
+        status.forget(taken)
+        return True

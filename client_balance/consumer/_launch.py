@@ -1,0 +1,117 @@
+"""What ``start()`` builds (fetcher, meta cache, keeper, its place in the group), and batches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._hooks import PartitionHooks
+from client_balance.consumer._join import join_group
+from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.consumer._meta import MetaCache
+from client_balance.consumer._reconcile import Reconciler
+from client_balance.consumer._redelivery import Redeliveries
+from client_balance.consumer._results import ConsumeResult
+from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._targets import TargetPlanner
+from client_balance.errors import NoMessageError
+from client_balance.keys import TopicPartition
+
+__all__ = ["Running", "launch"]
+
+_NO_BATCH_REASONS = {
+    NoMessageError.NO_PARTITION: "no partition is registered",
+    NoMessageError.ALL_IN_USE: "every partition has a batch out, unconfirmed",
+    NoMessageError.ALL_WAITING: "every partition is waiting for data",
+}
+
+
+@dataclass(frozen=True)
+class Running:
+    """Everything ``start()`` made; present exactly while the consumer runs or stops."""
+
+    setup: MemberSetup
+    fetcher: Fetcher
+    meta: MetaCache
+    keeper: PartitionKeeper
+    reconciler: Reconciler
+    redeliveries: Redeliveries
+
+    def next_batch(self, timeout_s: float) -> ConsumeResult:
+        """The next batch for ``get_message``, past batches set aside for redelivering too often.
+
+        :class:`NoMessageError` after ``timeout_s``: 406, 407 or 408 (``why_nothing``).
+        """
+        while True:
+            batch = self.fetcher.take_batch(timeout_s)
+            if isinstance(batch, int):
+                self.fetcher.failures.raise_once()
+                reason = _NO_BATCH_REASONS[batch]
+                raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
+            key = self.meta.key(batch.partition)
+            if not self.redeliveries.must_skip(batch.partition, batch.start):
+                break
+            try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
+                self.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
+            except BaseException:
+                self.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
+                raise
+            self.fetcher.settle(batch.partition, batch.token, consumed=True)
+            self.redeliveries.confirmed(batch.partition)
+        return ConsumeResult(
+            key=key,
+            topic=batch.partition.topic,
+            partition=batch.partition.partition,
+            messages=batch.messages,
+            confirm_context=f"{key}:{batch.token}",
+            start_offset=batch.start,
+            end_offset=batch.end,
+            high=batch.high,
+        )
+
+
+def launch(
+    setup: MemberSetup, hooks: PartitionHooks, pins: Mapping[TopicPartition, int]
+) -> Running:
+    """Build the member and join its group; the reconcile thread is not started yet.
+
+    Raises what joining raises (429/430/425/426, a group with ``subscribe()`` members) and
+    :class:`PinConflictError` when a live member pinned one of ``pins`` first; nothing is
+    left running then.
+    """
+    settings = setup.settings
+    fetcher = Fetcher(settings)
+    try:
+        meta = MetaCache.of(settings, setup.topics, fetcher.metadata)
+        planner = TargetPlanner(setup, meta, hooks, {})
+        planner.pin(pins, {})  # their topics, before anything is written
+        keeper = PartitionKeeper(setup, fetcher, meta, hooks, planner)
+        reconciler = Reconciler(keeper.round, settings.reconcile_interval_s)
+        fetcher.on_fatal = reconciler.wake
+
+        def fenced(is_fenced: bool) -> None:
+            # From the report thread: stop fetching at once, before the lease runs out.
+            if is_fenced:
+                keeper.lose_all()
+            reconciler.wake()
+
+        status = join_group(
+            setup,
+            lambda: setup.report(fetcher.offsets(), planner.pinned_keys()),
+            on_change=reconciler.wake,
+            on_fenced=fenced,
+        )
+    except BaseException:
+        fetcher.close(0.0)
+        raise
+    keeper.status = status
+    try:
+        planner.pin(pins, status.pins())  # a live member that pinned one first wins
+    except BaseException:
+        status.leave()
+        fetcher.close(0.0)
+        raise
+    status.report_soon()
+    fetcher.lease_ok = status.lease_ok
+    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings))

@@ -1,0 +1,92 @@
+"""TubeMQ's group checks: a member that contradicts the live members who joined before it.
+
+Decided from the status view alone (no Kafka here), so every member reaches the same verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from client_balance.errors import (
+    DuplicateNodeIdError,
+    InconsistentFiltersError,
+    InconsistentSourceCountError,
+    InconsistentStrategyError,
+    InconsistentTopicsError,
+)
+from client_balance.membership._records import GroupState, MemberReport
+
+__all__ = ["check_group"]
+
+
+def check_group(state: GroupState, me: MemberReport, group: str) -> None:
+    """Raise :class:`GroupConflictError` if an earlier live member contradicts ``me``.
+
+    425/426: other topics or filter sets (every mode, as in TubeMQ). 429: a node-mode member
+    meets an earlier member with another source count, or a member of another mode next to
+    node-mode members. 430: an earlier live node-mode member has the same node id. Node-mode
+    members must also agree on the strategy, or their shares overlap and leave gaps.
+    """
+    source_count, node_id, mode = me.source_count, me.node_id, me.mode
+    mine = state.join_order(me.consumer_id)
+    for other_id, report in state.live_reports().items():
+        if other_id == me.consumer_id or state.join_order(other_id) > mine:
+            continue
+        if _died_here(report):
+            continue  # a predecessor on this host that was killed: its lease will lapse
+        _check_subscription(me, report, other_id, group)
+        node_mode = "node" in (report.mode, mode)
+        if node_mode and (report.source_count, report.mode) != (source_count, mode):
+            raise InconsistentSourceCountError(
+                f"[Inconsistency subscribe] {me.consumer_id}'s source_count is inconsistent "
+                f"with other consumers in group {group!r}: required is "
+                f"{report.source_count} (as {other_id} has it), requested {source_count}",
+                ours=source_count,
+                group=report.source_count,
+            )
+        if mode == "node" and report.node_id == node_id:
+            raise DuplicateNodeIdError(
+                f"[Inconsistency subscribe] {me.consumer_id}'s node_id {node_id} is occupied "
+                f"by {other_id} in group {group!r}",
+                node_id=node_id,
+                holder=other_id,
+            )
+
+
+def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, group: str) -> None:
+    where = f"in group {group!r}, as {other_id} has it"
+    if set(me.topics) != set(other.topics):
+        raise InconsistentTopicsError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s topics {sorted(me.topics)} differ "
+            f"from {sorted(other.topics)} {where}",
+            ours=sorted(me.topics),
+            group=sorted(other.topics),
+        )
+    if me.filters != other.filters:
+        raise InconsistentFiltersError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s filters {me.filters} differ from "
+            f"{other.filters} {where}",
+            ours=me.filters,
+            group=other.filters,
+        )
+    if me.mode == other.mode == "node" and me.strategy != other.strategy:
+        raise InconsistentStrategyError(
+            f"[Inconsistency subscribe] {me.consumer_id}'s strategy {me.strategy!r} differs from "
+            f"{other.strategy!r} {where}: nodes with different rules overlap and leave gaps",
+            ours=me.strategy,
+            group=other.strategy,
+        )
+
+
+def _died_here(report: MemberReport) -> bool:
+    """Whether the member ran on this host in a process that no longer exists."""
+    if report.host != socket.gethostname() or report.pid == os.getpid():
+        return False
+    try:
+        os.kill(report.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return False

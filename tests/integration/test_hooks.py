@@ -1,0 +1,155 @@
+"""Partition lifecycle hooks on the real broker: order, offsets, fencing, failures, and state.
+
+The stateful test runs worker processes (tests/integration/usecase_worker.py) that keep a
+per-partition count with the hooks and must end with every message counted exactly once,
+across a member joining and a member killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from client_balance import (
+    CallbackError,
+    ClientBalanceConsumer,
+    ClientBalanceSettings,
+    PartitionKey,
+)
+from tests.integration.usecase_worker import read_states
+from tests.integration.usecases import UseCaseGroup
+from tests.integration.workers import all_records, committed, highs, produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+GroupMaker = Callable[..., UseCaseGroup]
+
+
+def _identity(key: str) -> str:
+    return str(PartitionKey.parse(key).topic_partition)
+
+
+def test_hooks_keep_a_stateful_count_exact_across_a_join_and_a_sigkill(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    usecase_groups: GroupMaker,
+    tmp_path: Path,
+) -> None:
+    """on_assigned loads, on_revoked flushes: the counts end exact after a join and a SIGKILL."""
+    topic = new_topic(partitions=4)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    stateful = ("--mode", "elastic", "--state-dir", str(state_dir), "--batch-max", "20")
+    group = usecase_groups(kafka_bootstrap, [topic])
+    produce(kafka_bootstrap, topic, 800, partitions=4)
+    first = group.spawn("first", -1, -1, *stateful)
+    group.wait_for(lambda: len(first.lines()) >= 400, 30, "the first member consumes alone")
+    second = group.spawn("second", -1, -1, *stateful)  # a join: the first revokes half
+    group.wait_for(lambda: len(second.held()) == 2, 30, "the second member takes its half")
+    produce(kafka_bootstrap, topic, 800, partitions=4, first=800)
+    group.wait_for(lambda: len(second.lines()) >= 100, 30, "the second member consumes")
+    group.kill(second)  # a crash: its counts since the last checkpoint are gone
+    produce(kafka_bootstrap, topic, 800, partitions=4, first=1600)
+    expected = {(topic, p, o) for p, o in all_records(highs(kafka_bootstrap, topic, 4))}
+    group.wait_for(lambda: set(group.consumed()) >= expected, 60, "every message consumed")
+    group.wait_for(lambda: len(first.held()) == 4, 30, "the first member holds everything")
+    group.stop([first])  # revokes all: every state is written
+    states = read_states(state_dir)
+    high = highs(kafka_bootstrap, topic, 4)
+    assert {key: state["count"] for key, state in states.items()} == {
+        f"{topic}:{p}": end for p, end in high.items()
+    }
+    assert {key: state["next"] for key, state in states.items()} == {
+        f"{topic}:{p}": end for p, end in high.items()
+    }
+    first_calls = [hook for hook, positions in first.hooks() for _ in positions]
+    assert first_calls.count("revoked") >= 2 + 4  # half for the join, all at the end
+    assert [hook for hook, _ in second.hooks()] == ["assigned"]  # then killed
+
+
+def test_on_assigned_runs_before_any_batch_and_on_revoked_before_the_final_commit(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """The hooks see the start offsets, then the confirmed positions before they are committed."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 20, partitions=2)
+    settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
+    events: list[tuple[str, dict[str, int]]] = []
+    committed_at_revoke: dict[int, int] = {}
+
+    def assigned(positions: Mapping[str, int]) -> None:
+        events.append(("assigned", {_identity(k): v for k, v in positions.items()}))
+
+    def revoked(positions: Mapping[str, int]) -> None:
+        events.append(("revoked", {_identity(k): v for k, v in positions.items()}))
+        committed_at_revoke.update(committed(kafka_bootstrap, settings.group_id, topic, 2))
+
+    consumer = ClientBalanceConsumer(settings, on_assigned=assigned, on_revoked=revoked)
+    with consumer:
+        consumer.start([topic], -1, 0)
+        consumer.connect(f"{topic}:0")
+        assert events == [("assigned", {f"{topic}:0": 0})]
+        batch = consumer.get_message(timeout_s=30)
+        events.append(("batch", {f"{topic}:{batch.partition}": batch.start_offset}))
+        consumer.confirm(batch.confirm_context)
+        consumer.disconnect(f"{topic}:0")
+        after = committed(kafka_bootstrap, settings.group_id, topic, 2)
+    assert events == [
+        ("assigned", {f"{topic}:0": 0}),
+        ("batch", {f"{topic}:0": 0}),
+        ("revoked", {f"{topic}:0": 10}),
+    ]
+    assert committed_at_revoke[0] == 0  # the start was committed, the confirm not yet
+    assert after[0] == 10  # the final commit came after the hook
+
+
+def test_on_lost_runs_on_a_member_that_was_stopped_past_its_lease(
+    kafka_bootstrap: str, new_topic: Callable[..., str], usecase_groups: GroupMaker
+) -> None:
+    """SIGSTOP past the lease: the others take over, and on SIGCONT on_lost says what went."""
+    topic = new_topic(partitions=2)
+    group = usecase_groups(kafka_bootstrap, [topic])
+    paused = group.spawn("paused", -1, -1, "--mode", "elastic")
+    group.wait_for(lambda: len(paused.held()) == 2, 30, "the first member holds everything")
+    other = group.spawn("other", -1, -1, "--mode", "elastic")
+    group.wait_for(lambda: len(paused.held()) == len(other.held()) == 1, 30, "halves")
+    before, hooks_before = paused.held(), len(paused.hooks())
+    paused.process.send_signal(signal.SIGSTOP)
+    try:
+        group.wait_for(lambda: len(other.held()) == 2, 30, "the other takes over after the lease")
+    finally:
+        paused.process.send_signal(signal.SIGCONT)
+    group.wait_for(
+        lambda: any(hook == "lost" for hook, _ in paused.hooks()), 30, "on_lost in the paused one"
+    )
+    since = paused.hooks()[hooks_before:]
+    assert since[0][0] == "lost"  # first, and not revoked: nothing was committed
+    assert set(since[0][1]) == before
+    group.stop([paused, other])
+
+
+def test_a_raising_hook_surfaces_on_the_next_call_and_consumption_goes_on(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """on_assigned that raises: CallbackError from the next call, then batches as usual."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+
+    def broken(positions: Mapping[str, int]) -> None:
+        raise OSError("state store unreachable")
+
+    with ClientBalanceConsumer(kafka_settings(), on_assigned=broken) as consumer:
+        consumer.start([topic], -1, 0, pinned=[f"{topic}:0"])
+        with pytest.raises(CallbackError) as failed:
+            wait_until(lambda: not consumer.is_partitions_ready(0.1), 30, "a call that raises")
+        assert failed.value.callback == "on_assigned"
+        assert "state store unreachable" in str(failed.value)
+        batch = consumer.get_message(timeout_s=30)
+        assert len(batch.messages) == 10

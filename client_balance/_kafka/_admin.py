@@ -240,6 +240,8 @@ def ensure_topic(
         )
     except KafkaException as error:
         raise from_kafka_exception(error, doing) from error
+    except concurrent.futures.TimeoutError:  # a create or config query left unanswered
+        raise timed_out(doing, timeout_s) from None
     if not count:
         raise timed_out(doing, timeout_s, "it has no leader")
     return TopicState(count, factor, brokers, created)

@@ -1,0 +1,41 @@
+"""The admin helpers map every way Kafka fails to answer into KafkaClientError."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from client_balance._kafka import _admin
+from client_balance.errors import KafkaClientError
+
+
+class _SilentAdmin:
+    """An admin client whose topic exists and whose config query never answers."""
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        """The topic, with one partition on one replica."""
+        partition = SimpleNamespace(replicas=[1])
+        found = SimpleNamespace(error=None, partitions={0: partition})
+        return SimpleNamespace(brokers={1: None}, topics={topic: found})
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> Any:
+        """A future that is never completed: the broker went away mid-call."""
+        return {resources[0]: concurrent.futures.Future()}
+
+
+def test_a_config_query_that_times_out_is_a_retriable_kafka_client_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ensure_topic whose describe_configs never answers: KafkaClientError, not TimeoutError.
+
+    Seen in the 3-broker failover test: GroupView.load raised a bare TimeoutError from the
+    thread watching the group while a leader was killed.
+    """
+    monkeypatch.setattr(_admin, "admin_client", lambda *args: _SilentAdmin())
+    with pytest.raises(KafkaClientError, match=r"no answer within 0\.1 s") as failed:
+        _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+                            kafka=None, timeout_s=0.1)  # fmt: skip
+    assert failed.value.retriable

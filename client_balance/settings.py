@@ -8,17 +8,27 @@ Values come from keyword arguments, else from ``CLIENT_BALANCE_*`` environment v
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from client_balance._secrets import CALLBACK_KEYS, masked, reveal
+from client_balance._settings_checks import describe, kafka_values
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
 from client_balance.strategies import get_strategy
 
-__all__ = ["ClientBalanceSettings", "GroupMode", "KafkaValue"]
+__all__ = ["ClientBalanceSettings", "GroupMode", "KafkaSetting", "KafkaValue"]
 
 
 class GroupMode(StrEnum):
@@ -40,6 +50,9 @@ class GroupMode(StrEnum):
 KafkaValue = str | int | float | bool
 """A librdkafka configuration value, passed through verbatim."""
 
+KafkaSetting = KafkaValue | SecretStr | Callable[..., Any]
+"""A value of the ``kafka`` setting: secrets held as ``SecretStr``, callbacks as callables."""
+
 # librdkafka properties the SDK owns, and what to use instead. Setting them in `kafka` would
 # either contradict a field or make librdkafka join a consumer group, which the SDK never does.
 _OWNED_KAFKA_KEYS = {
@@ -55,6 +68,10 @@ _OWNED_KAFKA_KEYS = {
 _FALSE_VALUES = {False, "false", "False", "FALSE", "0"}
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
 _KAFKA_MAX_GROUP_ID_LENGTH = 255
+_DAY_S = 86_400.0
+_MAX_LEASE_S = 600.0
+_MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts stop at 300,000 ms
+_ENV_FIELD = re.compile(r'field "([a-z_]+)"')
 
 
 class ClientBalanceSettings(BaseSettings):
@@ -66,7 +83,11 @@ class ClientBalanceSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="CLIENT_BALANCE_", extra="forbid", frozen=True, validate_default=True
+        env_prefix="CLIENT_BALANCE_",
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+        allow_inf_nan=False,  # an infinite interval killed the reconcile thread after one round
     )
 
     bootstrap_servers: str = Field(
@@ -77,11 +98,12 @@ class ClientBalanceSettings(BaseSettings):
         description="Kafka group id whose committed offsets this group uses. Never use it with "
         "subscribe() consumers: Kafka then rejects the SDK's commits."
     )
-    kafka: dict[str, KafkaValue] = Field(
+    kafka: dict[str, KafkaSetting] = Field(
         default_factory=dict,
-        # Credentials live here (sasl.password, ssl.key.password): never in a repr.
-        repr=False,
-        description="librdkafka properties passed through verbatim (security, fetch tuning).",
+        description="librdkafka properties passed through verbatim (security, fetch tuning); "
+        "secrets (sasl.password, ssl.key.password, any ...password/...secret) are held as "
+        "SecretStr and shown as '**********'; oauth_cb, stats_cb, error_cb and throttle_cb take "
+        "callables, from code only.",
     )
     start_position: Literal["earliest", "latest"] = Field(
         default="latest",
@@ -97,22 +119,35 @@ class ClientBalanceSettings(BaseSettings):
         default_factory=dict,
         description="Partitions always held by this member: key -> bootstrap offset (-1 resumes).",
     )
-    reconcile_interval_s: float = Field(default=10.0, gt=0, description="Reconcile period.")
-    report_interval_s: float = Field(default=10.0, gt=0, description="Status report period.")
+    reconcile_interval_s: float = Field(
+        default=10.0, gt=0, le=_DAY_S, description="Reconcile period."
+    )
+    report_interval_s: float = Field(
+        default=10.0, gt=0, le=_MAX_LEASE_S, description="Status report period."
+    )
     lease_timeout_s: float = Field(
-        default=30.0, gt=0, description="Silence after which a member is dead and its claims lapse."
+        default=30.0,
+        gt=0,
+        le=_MAX_LEASE_S,
+        description="Silence after which a member is dead and its claims lapse (at most 600 s: "
+        "status readers refuse longer leases, which would lock partitions after a crash).",
     )
     commit: Literal["sync", "interval"] = Field(
         default="interval",
         description="'sync' commits at every confirm; 'interval' every commit_interval_s (and "
         "always on disconnect and shutdown).",
     )
-    commit_interval_s: float = Field(default=5.0, gt=0, description="Commit flush period.")
+    commit_interval_s: float = Field(
+        default=5.0, gt=0, le=_DAY_S, description="Commit flush period."
+    )
     batch_max_messages: int = Field(
         default=1000, ge=1, le=1_000_000, description="Most messages in one get_message batch."
     )
     request_timeout_s: float = Field(
-        default=10.0, gt=0, description="Bound on every blocking Kafka call."
+        default=10.0,
+        gt=0,
+        le=_MAX_REQUEST_S,
+        description="Bound on every blocking Kafka call (at most 300 s, librdkafka's limit).",
     )
     status_topic: str = Field(
         default="__client_balance_status",
@@ -140,12 +175,14 @@ class ClientBalanceSettings(BaseSettings):
     reap_after_s: float = Field(
         default=3600.0,
         gt=0,
+        le=30 * _DAY_S,
         description="Members dead this long past their lease have their status records "
         "tombstoned by the group's earliest live member.",
     )
     refused_connect_wait_s: float = Field(
         default=5.0,
         ge=0,
+        le=_DAY_S,
         description="connect() of a partition refused with 410 less than this long ago raises "
         "TooFrequentError (421), as TubeMQ does (5 s); 0 turns it off.",
     )
@@ -166,12 +203,30 @@ class ClientBalanceSettings(BaseSettings):
         min_length=1,
         description="Message header compared against a topic's filter set.",
     )
+    status_secret: SecretStr | None = Field(
+        default=None,
+        repr=False,
+        description="Shared by a group's members: every status record is signed with it (HMAC) "
+        "and records without a valid signature are ignored, so a client without it can neither "
+        "forge claims nor delete holdings. None: records are not signed.",
+    )
 
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)
         except ValidationError as error:
-            raise ConfigError(_describe(error)) from None
+            raise ConfigError(describe(error)) from None
+        except SettingsError as error:  # an environment variable that is not the JSON it needs
+            found = _ENV_FIELD.search(str(error))
+            env = (
+                f"CLIENT_BALANCE_{found.group(1).upper()}"
+                if found
+                else "a CLIENT_BALANCE_ variable"
+            )
+            raise ConfigError(
+                f"{env} is not valid: dict and list settings are read from the environment as "
+                'JSON, such as {"security.protocol": "SASL_SSL"}'
+            ) from None
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -198,25 +253,14 @@ class ClientBalanceSettings(BaseSettings):
     @field_validator("kafka", mode="before")
     @classmethod
     def _check_kafka_value_types(cls, value: object) -> object:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str) or not key:
-                    raise ValueError(f"librdkafka property names are non-empty strings: {key!r}")
-                if not isinstance(item, str | int | float | bool):
-                    raise ValueError(
-                        f"{key}={item!r} is a {type(item).__name__}; librdkafka properties take "
-                        "str, int, float or bool values (callbacks are installed by the SDK)"
-                    )
-        return value
+        return kafka_values(value) if isinstance(value, dict) else value
 
     @field_validator("kafka")
     @classmethod
-    def _check_kafka(cls, value: dict[str, KafkaValue]) -> dict[str, KafkaValue]:
+    def _check_kafka(cls, value: dict[str, KafkaSetting]) -> dict[str, KafkaSetting]:
         for key, item in value.items():
             if key in _OWNED_KAFKA_KEYS:
-                raise ValueError(
-                    f"{key}={item!r} is managed by client-balance: {_OWNED_KAFKA_KEYS[key]}"
-                )
+                raise ValueError(f"{key} is managed by client-balance: {_OWNED_KAFKA_KEYS[key]}")
             if key == "enable.auto.commit" and item not in _FALSE_VALUES:
                 raise ValueError(
                     f"enable.auto.commit={item!r} is not allowed: it would commit messages that "
@@ -227,7 +271,19 @@ class ClientBalanceSettings(BaseSettings):
                     f"group.protocol={item!r} is not allowed: the SDK never joins a group, and "
                     "only 'classic' commits without joining"
                 )
+        # Unknown keys and mistyped values fail here, not at start(): librdkafka checks them.
+        from client_balance._kafka._config_check import librdkafka_refuses  # noqa: PLC0415 - _kafka imports settings
+
+        problem = librdkafka_refuses(
+            {k: reveal(v) for k, v in value.items() if k not in CALLBACK_KEYS}
+        )
+        if problem is not None:
+            raise ValueError(problem)
         return value
+
+    @field_serializer("kafka", when_used="json")
+    def _kafka_as_json(self, value: dict[str, KafkaSetting]) -> dict[str, Any]:
+        return masked(value)
 
     @field_validator("strategy")
     @classmethod
@@ -280,11 +336,11 @@ class ClientBalanceSettings(BaseSettings):
             )
         return self
 
-    def consumer_config(self) -> dict[str, KafkaValue]:
+    def consumer_config(self) -> dict[str, Any]:
         """The librdkafka configuration of an assign-only consumer with these settings."""
         return {
             **_CLIENT_DEFAULTS,
-            **self.kafka,
+            **self._revealed(),
             "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.group_id,
             "group.protocol": "classic",
@@ -296,11 +352,16 @@ class ClientBalanceSettings(BaseSettings):
             "auto.offset.reset": "error",
         }
 
-    def admin_config(self) -> dict[str, KafkaValue]:
+    def admin_config(self) -> dict[str, Any]:
         """The librdkafka configuration of an admin client or producer for these settings."""
         consumer_only = ("fetch.", "queued.", "enable.auto.commit", "group.", "session.timeout")
-        passthrough = {k: v for k, v in self.kafka.items() if not k.startswith(consumer_only)}
+        kafka = self._revealed()
+        passthrough = {k: v for k, v in kafka.items() if not k.startswith(consumer_only)}
         return {**_CLIENT_DEFAULTS, **passthrough, "bootstrap.servers": self.bootstrap_servers}
+
+    def _revealed(self) -> dict[str, Any]:
+        # The one place secrets leave their SecretStr: on their way into librdkafka.
+        return {key: reveal(value) for key, value in self.kafka.items()}
 
 
 _CLIENT_DEFAULTS: dict[str, KafkaValue] = {
@@ -311,23 +372,3 @@ _CLIENT_DEFAULTS: dict[str, KafkaValue] = {
     "reconnect.backoff.ms": 10,
 }
 """librdkafka settings of every client the SDK makes (docs/settings.md); ``kafka`` overrides."""
-
-
-def _describe(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "settings"
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "missing":
-            env = f"CLIENT_BALANCE_{where.upper()}"
-            problems.append(f"{where} is required (pass {where}=... or set {env})")
-        elif item["type"] == "extra_forbidden":
-            problems.append(f"{where} is not a setting of ClientBalanceSettings")
-        elif not item["loc"]:  # a check across fields: its message names the values
-            problems.append(message)
-        elif item["loc"][0] == "kafka":  # librdkafka values may be secrets: name the keys only
-            keys = sorted(item["input"]) if isinstance(item.get("input"), dict) else "..."
-            problems.append(f"kafka (keys {keys}) is not allowed: {message}")
-        else:
-            problems.append(f"{where}={item.get('input')!r} is not allowed: {message}")
-    return "invalid ClientBalanceSettings: " + "; ".join(problems)

@@ -90,8 +90,20 @@ def group_client(
 def fetch_client(
     settings: ClientBalanceSettings, on_error: Callable[[KafkaError], None]
 ) -> Consumer:
-    """The fetching consumer of a ``ClientBalanceConsumer``: the SDK's librdkafka defaults."""
-    return Consumer({**LIBRDKAFKA_DEFAULTS, **settings.consumer_config(), "error_cb": on_error})
+    """The fetching consumer of a ``ClientBalanceConsumer``: the SDK's librdkafka defaults.
+
+    An ``error_cb`` of the user's runs after the SDK's own, which it cannot replace: the SDK
+    learns from it that the client failed for good.
+    """
+    config = {**LIBRDKAFKA_DEFAULTS, **settings.consumer_config()}
+    users = config.get("error_cb")
+
+    def on_any_error(error: KafkaError) -> None:
+        on_error(error)
+        if users is not None:
+            users(error)
+
+    return Consumer({**config, "error_cb": on_any_error})
 
 
 def reader_client(config: KafkaConfig) -> Consumer:

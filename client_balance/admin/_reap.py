@@ -18,6 +18,9 @@ from client_balance.settings import ClientBalanceSettings
 __all__ = ["reap_dead_members"]
 
 
+_MAX_AGE_S = 1e12  # finite and far beyond any lease; nan and inf fail the comparison
+
+
 def reap_dead_members(
     settings: ClientBalanceSettings,
     group: str | None = None,
@@ -32,8 +35,15 @@ def reap_dead_members(
     """
     group = group or settings.group_id
     grace_s = settings.reap_after_s if older_than_s is None else older_than_s
-    if grace_s < 0:
-        raise ConfigError(f"older_than_s={older_than_s} is not allowed; use a time >= 0")
+    # Checked before the cluster is read: nan passed "< 0" and failed later in int().
+    if (
+        isinstance(grace_s, bool)
+        or not isinstance(grace_s, int | float)
+        or not 0 <= grace_s < _MAX_AGE_S
+    ):
+        raise ConfigError(
+            f"older_than_s={older_than_s!r} is not allowed; use a finite number of seconds >= 0"
+        )
     state, partition = read_group(settings, group, timeout_s)
     now_ms = max(state.last_ms, int(time.time() * 1000))
     dead = state.dead_records(now_ms, int(grace_s * 1000))

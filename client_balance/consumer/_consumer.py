@@ -34,7 +34,14 @@ from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
 from client_balance.consumer._hooks import PartitionHook, PartitionHooks
 from client_balance.consumer._launch import Running, launch
-from client_balance.consumer._parse import parse_context, parse_pins, parse_topics, resolve_mode
+from client_balance.consumer._parse import (
+    check_flag,
+    check_wait,
+    parse_context,
+    parse_pins,
+    parse_topics,
+    resolve_mode,
+)
 from client_balance.consumer._results import (
     Batch,
     ConfirmResult,
@@ -87,6 +94,10 @@ class ClientBalanceConsumer:
             raise ConfigError(
                 f"settings must be a ClientBalanceSettings, not {type(settings).__name__}"
             )
+        for name, given in (("assigner", assigner), ("on_assigned", on_assigned),
+                            ("on_revoked", on_revoked), ("on_lost", on_lost)):  # fmt: skip
+            if given is not None and not callable(given):
+                raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
         self._settings = settings
         self._assigner = assigner
         self._consumer_id = (
@@ -250,10 +261,11 @@ class ClientBalanceConsumer:
 
     def is_partitions_ready(self, max_wait_s: float) -> bool:
         """Wait up to ``max_wait_s`` until at least one partition is registered."""
+        timeout_s = check_wait("max_wait_s", max_wait_s)
         fetcher = self._running().fetcher
         return wait_until(
             lambda: bool(fetcher.held()),
-            timeout_s=max_wait_s,
+            timeout_s=timeout_s,
             interval_s=_READY_POLL_S,
             keep_waiting=lambda: self._state == _RUNNING,
         )
@@ -303,14 +315,16 @@ class ClientBalanceConsumer:
         Raises :class:`NoMessageError` after ``timeout_s`` with code 406 (nothing registered),
         407 (every partition waiting for data) or 408 (every partition has a batch out).
         """
+        timeout_s = check_wait("timeout_s", timeout_s)
         return self._running().next_batch(timeout_s)
 
     def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:
         """Confirm a batch; ``consumed=False`` rewinds to its start, so it comes again."""
         # Background failures wait for the next get_message: raising one here would leave the
         # caller unsure whether its batch was settled.
-        run = self._running(raise_failures=False, stopping_ok=True)
         partition, token = parse_context(confirm_context)
+        consumed = check_flag("consumed", consumed)
+        run = self._running(raise_failures=False, stopping_ok=True)
         settled = run.fetcher.settle(partition, token, consumed)
         if settled is None:
             raise InvalidConfirmContextError(
@@ -328,6 +342,7 @@ class ClientBalanceConsumer:
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:
         """Batches until shutdown, for ``for batch in consumer.batches(): ...; batch.confirm()``."""
+        check_wait("timeout_s", timeout_s)
         while self._state == _RUNNING:
             try:
                 yield Batch(self, self.get_message(timeout_s))
@@ -355,6 +370,7 @@ class ClientBalanceConsumer:
 
     def reconcile_now(self, timeout_s: float = 30.0) -> bool:
         """Run a reconcile round now; True once it has finished within ``timeout_s``."""
+        timeout_s = check_wait("timeout_s", timeout_s)
         return self._running().reconciler.run_round(timeout_s)
 
 

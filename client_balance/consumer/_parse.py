@@ -15,7 +15,14 @@ from client_balance.keys import (
 )
 from client_balance.settings import GroupMode
 
-__all__ = ["parse_context", "parse_pins", "parse_topics", "resolve_mode"]
+__all__ = [
+    "check_flag",
+    "check_wait",
+    "parse_context",
+    "parse_pins",
+    "parse_topics",
+    "resolve_mode",
+]
 
 MAX_FILTERS_PER_TOPIC = 500  # TubeMQ's limits on filter items
 MAX_FILTER_LENGTH = 256
@@ -24,6 +31,7 @@ _CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
 _DECIMAL = re.compile(r"[0-9]+")
 _LEADER = re.compile(r"-1|[0-9]+")  # a broker id, or -1 for "no leader"
 _MODES = ", ".join(repr(mode.value) for mode in GroupMode)
+_MAX_WAIT_S = 1e9  # threading's waits overflow near 9.2e9 s; nan and inf fail the comparison
 
 
 def resolve_mode(
@@ -52,6 +60,12 @@ def resolve_mode(
             f"node_id={node_id} is not allowed with source_count={source_count}; "
             f"use a node id in [0, {source_count - 1}]"
         )
+    if resolved is not GroupMode.NODE and (source_count < -1 or node_id < -1):
+        raise ConfigError(
+            f"source_count={source_count}, node_id={node_id} are not allowed with "
+            f"mode={resolved.value!r}: outside node mode use source_count -1 (or 0) and a "
+            "node_id of -1 or more"
+        )
     if resolved is not GroupMode.NODE and source_count > 0:
         raise ConfigError(
             f"source_count={source_count} is not allowed with mode={resolved.value!r}: "
@@ -74,14 +88,20 @@ def parse_topics(topics: object) -> dict[str, frozenset[str] | None]:
     items = topics.items() if isinstance(topics, Mapping) else ((t, None) for t in topics)
     for topic, filters in items:
         name = check_topic_name(topic.strip() if isinstance(topic, str) else topic)
-        if filters is None or (not isinstance(filters, str) and len(filters) == 0):
+        if filters is None:
             parsed[name] = None
             continue
-        if isinstance(filters, str):
+        if not isinstance(filters, set | frozenset | list | tuple) or not all(
+            isinstance(value, str) for value in filters
+        ):
             raise ConfigError(
-                f"filters of topic {name!r} must be a set of values, not the string {filters!r}"
+                f"filters of topic {name!r} must be a set of strings (or None for no filter), "
+                f"not {filters!r}"
             )
-        values = frozenset(str(value).strip() for value in filters)
+        if not filters:
+            parsed[name] = None
+            continue
+        values = frozenset(value.strip() for value in filters)
         if len(values) > MAX_FILTERS_PER_TOPIC:
             raise ConfigError(
                 f"topic {name!r} has {len(values)} filter values; at most "
@@ -121,3 +141,24 @@ def parse_pins(pins: Mapping[str, int] | Iterable[str]) -> dict[TopicPartition, 
     if isinstance(pins, Mapping):
         return {to_topic_partition(k): check_bootstrap_offset(o) for k, o in pins.items()}
     return {to_topic_partition(key): RESUME_OFFSET for key in pins}
+
+
+def check_wait(name: str, value: object) -> float:
+    """A wait in seconds given to a call: a finite number >= 0, else ConfigError naming it."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value < _MAX_WAIT_S
+    ):
+        raise ConfigError(
+            f"{name}={value!r} is not allowed; give a finite number of seconds >= 0 "
+            f"(below {_MAX_WAIT_S:g})"
+        )
+    return float(value)
+
+
+def check_flag(name: str, value: object) -> bool:
+    """A yes/no argument: a bool, else ConfigError (a string "False" would read as True)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not allowed; give True or False")
+    return value

@@ -1,0 +1,31 @@
+"""librdkafka's own check of a configuration, at settings time rather than at ``start()``.
+
+A client built from the configuration, with no brokers to reach and its logging off, accepts
+exactly the properties librdkafka knows with values it can parse; it is closed at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException
+
+from client_balance._secrets import MASK, is_secret_key
+
+__all__ = ["librdkafka_refuses"]
+
+
+def librdkafka_refuses(config: Mapping[str, Any]) -> str | None:
+    """Why librdkafka refuses ``config`` (no secret in the text), or None if it takes it."""
+    try:
+        client = Consumer({"log_level": 0, **config, "group.id": "client-balance-config-check"})
+    except (KafkaException, ValueError, TypeError) as error:
+        first = error.args[0] if error.args else type(error).__name__
+        reason = first.str() if hasattr(first, "str") else str(first)  # a KafkaError's own words
+        for key, value in config.items():  # librdkafka quotes the value it could not parse
+            if is_secret_key(key) and isinstance(value, str) and value:
+                reason = reason.replace(value, MASK)
+        return f"librdkafka refuses the kafka settings: {reason}"
+    client.close()
+    return None

@@ -1,0 +1,105 @@
+"""Which librdkafka properties are secrets, and how a configuration shows without them.
+
+A secret (a password, a private key, a JAAS line) reaches librdkafka and nothing else: the
+settings hold it as a ``SecretStr``, and every repr, dump, error message, log event, CLI table
+and Spark option shows :data:`MASK` instead. The rule is by name, so a property this list does
+not know is still masked when its name says what it is (``...password``, ``...secret``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pydantic import SecretStr
+
+__all__ = [
+    "CALLBACK_KEYS",
+    "MASK",
+    "MaskedConfig",
+    "is_secret_key",
+    "masked",
+    "reveal",
+]
+
+MASK = "**********"
+"""What a secret shows as (pydantic's ``SecretStr`` shows the same)."""
+
+_SECRET_KEYS = frozenset(
+    {
+        "sasl.password",
+        "sasl.oauthbearer.client.secret",
+        "sasl.jaas.config",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+        "ssl.key.pem",
+        "ssl_key",
+    }
+)
+_SECRET_WORDS = ("password", "secret")
+
+CALLBACK_KEYS = frozenset({"oauth_cb", "stats_cb", "error_cb", "throttle_cb", "logger"})
+"""librdkafka properties that take a Python callable (``logger``: a ``logging.Logger``)."""
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether the librdkafka property ``key`` holds a secret (by its name)."""
+    lowered = key.lower()
+    return lowered in _SECRET_KEYS or any(word in lowered for word in _SECRET_WORDS)
+
+
+def reveal(value: Any) -> Any:
+    """The value librdkafka needs: a ``SecretStr``'s text, anything else as it is."""
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+def masked(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` for display: secrets as :data:`MASK`, callables by name."""
+    shown: dict[str, Any] = {}
+    for key, value in sorted(config.items()):
+        if is_secret_key(key) or isinstance(value, SecretStr):
+            shown[key] = MASK
+        elif callable(value):
+            shown[key] = f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
+        else:
+            shown[key] = value
+    return shown
+
+
+class MaskedConfig(Mapping[str, Any]):
+    """A read-only librdkafka configuration whose repr never shows a secret.
+
+    It pickles with its real values (a Spark task needs them on the executor); only its text
+    form is masked.
+    """
+
+    __slots__ = ("_config",)
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self._config = {key: reveal(value) for key, value in (config or {}).items()}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._config[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._config)
+
+    def __len__(self) -> int:
+        return len(self._config)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable values: equal, never hashed
+
+    def __repr__(self) -> str:
+        return f"MaskedConfig({masked(self)!r})"
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self._config
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._config = state

@@ -12,7 +12,7 @@ import time
 
 from client_balance.admin._view import read_group
 from client_balance.errors import ConfigError
-from client_balance.membership import StatusWriter
+from client_balance.membership import StatusWriter, status_secret
 from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["reap_dead_members"]
@@ -51,6 +51,7 @@ def reap_dead_members(
         writer = StatusWriter(
             settings.bootstrap_servers, settings.status_topic, partition,
             kafka=settings.admin_config(), timeout_s=timeout_s,
+            secret=status_secret(settings),  # signed groups ignore unsigned tombstones
         )  # fmt: skip
         try:
             writer.write([(key, None) for keys in dead.values() for key in keys])

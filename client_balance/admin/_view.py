@@ -25,6 +25,7 @@ from client_balance.membership import (
     ensure_status_topic,
     parse_key,
     status_partition,
+    status_secret,
 )
 from client_balance.settings import ClientBalanceSettings
 
@@ -83,6 +84,10 @@ class GroupView:
     members: tuple[MemberView, ...]
     partitions: tuple[PartitionView, ...]
     conflicts: tuple[str, ...] = field(default=())
+    skipped_records: int = 0
+    """The group's status records that were not applied: malformed, or (with
+    ``status_secret``) without a valid signature or replayed. Not 0: someone writes records
+    this version cannot read, a member has another secret, or a client forges records."""
 
     @property
     def live_members(self) -> tuple[MemberView, ...]:
@@ -107,6 +112,7 @@ class GroupView:
             "partitions": [{**asdict(p), "lag": p.lag} for p in self.partitions],
             "orphaned": [f"{p.topic}:{p.partition}" for p in self.orphaned],
             "conflicts": list(self.conflicts),
+            "skipped_records": self.skipped_records,
             "total_lag": self.total_lag,
         }
 
@@ -159,7 +165,8 @@ class GroupView:
             if partition.holder is not None and partition.lag is not None:
                 lags[partition.holder] = lags.get(partition.holder, 0) + partition.lag
         members = [replace(m, lag=lags.get(m.consumer_id)) for m in members]
-        return cls(group, tuple(members), partitions, _conflicts(members))
+        skipped = sum(state.skipped.values())
+        return cls(group, tuple(members), partitions, _conflicts(members), skipped)
 
 
 def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -> GroupState:
@@ -185,6 +192,7 @@ def read_group(
         kafka=kafka,
         timeout_s=timeout_s,
         follow=False,
+        secret=status_secret(settings),  # with it, the view shows what the members decide by
     )
     try:
         reader.read_to_end(timeout_s)
@@ -240,6 +248,7 @@ def list_groups(settings: ClientBalanceSettings, *, timeout_s: float = 30.0) -> 
         reader = StatusReader(
             settings.bootstrap_servers, settings.status_topic, partition, f"?{uuid.uuid4()}",
             kafka=kafka, timeout_s=timeout_s, follow=False, keep_records=True,
+            secret=status_secret(settings),
         )  # fmt: skip
         try:
             reader.read_to_end(timeout_s)

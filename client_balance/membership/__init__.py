@@ -14,14 +14,15 @@ from client_balance.membership._member import StatusMember
 from client_balance.membership._records import (
     Claim,
     GroupState,
-    HeldPartition,
-    MemberReport,
     claim_key,
     member_key,
     parse_key,
 )
+from client_balance.membership._report import MAX_LEASE_S, HeldPartition, MemberReport
+from client_balance.membership._signing import status_secret
 
 __all__ = [
+    "MAX_LEASE_S",
     "Claim",
     "GroupState",
     "HeldPartition",
@@ -34,4 +35,5 @@ __all__ = [
     "member_key",
     "parse_key",
     "status_partition",
+    "status_secret",
 ]

@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import socket
 
+from client_balance._logging import get_logger
 from client_balance.errors import (
     DuplicateNodeIdError,
+    GroupConflictError,
     InconsistentFiltersError,
     InconsistentSourceCountError,
     InconsistentStrategyError,
@@ -17,7 +19,9 @@ from client_balance.errors import (
 )
 from client_balance.membership._records import GroupState, MemberReport
 
-__all__ = ["check_group"]
+__all__ = ["check_group", "check_signing"]
+
+_log = get_logger("membership")
 
 
 def check_group(state: GroupState, me: MemberReport, group: str) -> None:
@@ -52,6 +56,30 @@ def check_group(state: GroupState, me: MemberReport, group: str) -> None:
                 node_id=node_id,
                 holder=other_id,
             )
+
+
+def check_signing(state: GroupState, me: str, group: str, *, signs: bool, warned: set[str]) -> None:
+    """A group whose members disagree on ``status_secret`` fails loudly, on the unsigned side.
+
+    A member with the secret ignores unsigned records, so it cannot see members without it, and
+    would take their partitions. A member without the secret sees the others' signed reports:
+    it raises :class:`GroupConflictError` (at start, or it stops later) and the signed members
+    run on. A member with the secret only warns, once per name, of live members it ignores:
+    anyone can write an unsigned report, and a forged one must not stop a member.
+    """
+    if not signs:
+        signed = [member for member in state.signed_live() if member != me]
+        if signed:
+            raise GroupConflictError(
+                f"live members {signed} of group {group!r} sign their status records with a "
+                f"status_secret and {me} has none: they ignore its records. Give every member "
+                "of the group the same status_secret"
+            )
+        return
+    unsigned = [member for member in state.unsigned_live() if member not in warned]
+    if unsigned:
+        warned.update(unsigned)
+        _log.warning("members write unsigned status records; ignored", members=unsigned)
 
 
 def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, group: str) -> None:

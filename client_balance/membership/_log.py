@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from client_balance._kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     KafkaException,
+    Message,
     ensure_topic,
     from_kafka_exception,
     kafka_tp,
@@ -28,6 +29,7 @@ from client_balance._logging import get_logger
 from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.membership._records import GroupState
+from client_balance.membership._signing import RecordGate, RecordSigner
 from client_balance.settings import KafkaValue
 
 __all__ = ["StatusReader", "StatusWriter", "ensure_status_topic", "status_partition"]
@@ -118,8 +120,10 @@ class StatusWriter:
         *,
         kafka: Mapping[str, KafkaValue],
         timeout_s: float,
+        secret: bytes | None = None,
     ) -> None:
         self._topic, self._partition, self._timeout_s = topic, partition, timeout_s
+        self._signer = None if secret is None else RecordSigner(secret)
         self._producer = producer_client(
             bootstrap_servers,
             kafka,
@@ -158,9 +162,12 @@ class StatusWriter:
         with self._lock:
             count = 0
             for index, (key, value) in enumerate(records):
+                # Signed under the lock: a writer's sequence numbers go out in their order.
+                headers = None if self._signer is None else self._signer.headers(key, value)
                 self._producer.produce(
-                    self._topic, value, key, partition=self._partition, on_delivery=delivered(index)
-                )
+                    self._topic, value, key, partition=self._partition,
+                    on_delivery=delivered(index), headers=headers,
+                )  # fmt: skip
                 count += 1
             left = self._producer.flush(self._timeout_s)
         if left or len(results) < count:
@@ -195,12 +202,16 @@ class StatusReader:
         on_change: Callable[[], None] = lambda: None,
         follow: bool = True,
         keep_records: bool = False,
+        secret: bytes | None = None,
     ) -> None:
         self.state = GroupState(group)
         self.records: list[tuple[bytes | None, bytes | None, int, int]] | None = (
             [] if keep_records else None
         )
-        """Every record read as (key, value, offset, broker ms), when ``keep_records``."""
+        """Every record read as (key, value, offset, broker ms), when ``keep_records``; with a
+        ``secret``, only the validly signed ones."""
+        self._gate = RecordGate(secret)
+        self._logged: set[str] = set()  # skip reasons already logged: once each per reader
         self._on_change = on_change
         self._consumer = reader_client(
             {
@@ -246,12 +257,36 @@ class StatusReader:
                 kind, stamp = message.timestamp()
                 if kind != TIMESTAMP_LOG_APPEND_TIME:
                     stamp = int(time.time() * 1000)  # a foreign record; never decides a lease
-                changed |= self.state.apply(message.key(), message.value(), offset, stamp)
-                if self.records is not None:
-                    self.records.append((message.key(), message.value(), offset, stamp))
+                changed |= self._apply(message, offset, stamp)
             self._lock.notify_all()
         if changed:
             self._on_change()
+
+    def _apply(self, message: Message, offset: int, stamp: int) -> bool:
+        """Apply one record, or skip it; never raise (one bad record must not stop the reader)."""
+        key, value, headers = message.key(), message.value(), message.headers()
+        skipped = self.state.last_skipped
+        changed = False
+        try:
+            applied, changed = self._gate.admit(
+                self.state, key, value, headers, offset=offset, timestamp_ms=stamp
+            )
+            if applied and self.records is not None:
+                self.records.append((key, value, offset, stamp))
+        except Exception:  # a bug, not a record's fault: log it, and read on
+            self.state.position = max(self.state.position, offset + 1)
+            if "error" not in self._logged:
+                self._logged.add("error")
+                _log.exception("status record could not be applied", offset=offset)
+        now = self.state.last_skipped
+        if now is not skipped and now is not None:
+            log = _log.debug if now.reason in self._logged else _log.warning
+            self._logged.add(now.reason)
+            log(
+                "status record skipped", reason=now.reason, detail=now.detail, key=now.key,
+                offset=now.offset, skipped=self.state.skipped.get(now.reason, 0),
+            )  # fmt: skip
+        return changed
 
     def _run(self) -> None:
         while not self._stop.is_set():

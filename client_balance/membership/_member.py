@@ -23,14 +23,17 @@ from client_balance.errors import (
     KafkaClientError,
 )
 from client_balance.keys import TopicPartition
-from client_balance.membership._checks import check_group
+from client_balance.membership._checks import check_group, check_signing
+from client_balance.membership._claims import MemberClaims
 from client_balance.membership._log import (
     StatusReader,
     StatusWriter,
     ensure_status_topic,
     status_partition,
 )
-from client_balance.membership._records import MemberReport, claim_key, member_key
+from client_balance.membership._records import MemberReport, member_key
+from client_balance.membership._report import MAX_LEASE_S
+from client_balance.membership._signing import status_secret
 from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["StatusMember"]
@@ -59,6 +62,12 @@ class StatusMember:
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
+        if settings.lease_timeout_s > MAX_LEASE_S:
+            raise ConfigError(
+                f"lease_timeout_s={settings.lease_timeout_s} is longer than the status records "
+                f"allow ({MAX_LEASE_S:g} s): the other members would skip this member's reports"
+            )
+        secret = self._secret = status_secret(settings)
         ensure_status_topic(
             settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s,
             allow_single_replica=settings.status_topic_single_replica_ok,
@@ -66,15 +75,19 @@ class StatusMember:
         )  # fmt: skip
         partition = status_partition(self._group, settings.status_topic_partitions)
         self._writer = StatusWriter(
-            settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s
-        )
+            settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s,
+            secret=secret,
+        )  # fmt: skip
         self._reader = StatusReader(
             settings.bootstrap_servers, topic, partition, self._group,
-            kafka=kafka, timeout_s=timeout_s, on_change=on_change,
+            kafka=kafka, timeout_s=timeout_s, on_change=on_change, secret=secret,
         )  # fmt: skip
         self._reader.state.verdicts_of = consumer_id
+        self._claims = MemberClaims(
+            self._writer, self._reader, self._group, consumer_id, self._wait_applied
+        )
+        self._warned_unsigned: set[str] = set()
         self._join_offset: int | None = None
-        self._claimed: set[TopicPartition] = set()
         self._fenced = False
         self._left = False
         self._last_written_s = 0.0  # monotonic time the last acknowledged report was sent
@@ -108,12 +121,10 @@ class StatusMember:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         try:
-            records: list[tuple[bytes, bytes | None]] = [
-                (claim_key(self._group, tp, self._id), None) for tp in sorted(self._claimed)
-            ]
+            records = self._claims.withdrawals()
             records.append((member_key(self._group, self._id), None))
             self._writer.write(records)
-            self._claimed.clear()
+            self._claims.forget()
         except ClientBalanceError as error:
             _log.warning("could not withdraw from the status topic", error=str(error))
         finally:
@@ -147,34 +158,19 @@ class StatusMember:
         """Raise :class:`GroupConflictError` if an earlier live member contradicts ``me``."""
         with self._reader.lock:
             check_group(self._reader.state, me, self._group)
+            check_signing(
+                self._reader.state, me.consumer_id, self._group,
+                signs=self._secret is not None, warned=self._warned_unsigned,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ claims
     def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
         """Claim ``partitions``: None for each one won, else the live holder it lost to."""
-        wanted = sorted(partitions)
-        if not wanted:
-            return {}
-        written = self._writer.write(
-            [(claim_key(self._group, tp, self._id), b"{}") for tp in wanted]
-        )
-        self._wait_applied(written[-1][0])
-        verdicts: dict[TopicPartition, str | None] = {}
-        with self._reader.lock:
-            for partition, (offset, _) in zip(wanted, written, strict=True):
-                verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
-        won = [tp for tp, holder in verdicts.items() if holder is None]
-        lost = [tp for tp, holder in verdicts.items() if holder is not None]
-        self._claimed.update(won)
-        if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
-            self.withdraw(lost)
-        return verdicts
+        return self._claims.claim(partitions)
 
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""
-        gone = sorted(partitions)
-        if gone:
-            self._writer.write([(claim_key(self._group, tp, self._id), None) for tp in gone])
-            self._claimed.difference_update(gone)
+        self._claims.withdraw(partitions)
 
     def holders(self) -> dict[TopicPartition, str]:
         """Live holder of each held partition, as the view stands."""
@@ -253,8 +249,11 @@ class StatusMember:
             self._fence_if_silent()  # a pause of the whole process shows only here
             sent = time.monotonic()
             try:
-                ((offset, _),) = self._writer.write(
-                    [(member_key(self._group, self._id), self._report())]
+                # Signed groups re-assert their claims with each report (see _claims.py); not
+                # while fenced: those claims have lapsed and are claimed afresh.
+                offset = self._claims.write_report(
+                    (member_key(self._group, self._id), self._report()),
+                    reassert=self._secret is not None and not self._fenced,
                 )
                 if self._fenced:
                     # Others may have claimed meanwhile: read the log up to this report, so
@@ -268,7 +267,7 @@ class StatusMember:
             self._last_written_s = sent
             if self._fenced:
                 self._fenced = False
-                self._claimed.clear()  # they lapsed; the next round claims afresh
+                self._claims.forget()  # they lapsed; the next round claims afresh
                 self._on_fenced(False)
             self._tombstone_defeated()
             self._reap()
@@ -315,8 +314,8 @@ class StatusMember:
 
     def claimed(self) -> set[TopicPartition]:
         """The partitions this member has claimed and not withdrawn."""
-        return set(self._claimed)
+        return self._claims.claimed()
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop claims that lapsed or were lost without withdrawing them (nothing to write)."""
-        self._claimed.difference_update(partitions)
+        self._claims.forget(partitions)

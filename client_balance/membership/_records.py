@@ -15,15 +15,20 @@ another member holds the partition and is alive at the claim's timestamp (its la
 at most its lease old). Every reader therefore reaches the same verdict on every claim, and a
 claimant learns its verdict by reading its own claim back. Compaction keeps the last record
 per key, which is all the verdicts need: a holder's claim, and its last report (for its lease).
+
+Anyone who can write the topic can write anything, so a record of the group that does not
+validate (``_report.py``) is skipped and counted, never raised; with ``status_secret`` the
+reader passes only validly signed records on (``_signing.py``) and :meth:`GroupState.reject`
+the others.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from client_balance.keys import TopicPartition
+from client_balance.membership._report import HeldPartition, MemberReport, is_claim_value
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -31,6 +36,7 @@ __all__ = [
     "GroupState",
     "HeldPartition",
     "MemberReport",
+    "Skipped",
     "claim_key",
     "member_key",
     "parse_key",
@@ -55,7 +61,7 @@ def parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None] 
     """(kind, group, consumer id, partition or None) of a status key; None if foreign."""
     try:
         parts = json.loads(raw or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile key may nest deeper than json recurses
         return None
     if not isinstance(parts, list) or not parts:
         return None
@@ -68,86 +74,16 @@ def parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None] 
         and isinstance(parts[1], str)
         and isinstance(parts[2], str)
         and type(parts[3]) is int
+        and parts[3] >= 0
         and isinstance(parts[4], str)
     ):
         return _CLAIM, parts[1], parts[4], TopicPartition(parts[2], parts[3])
     return None
 
 
-@dataclass(frozen=True)
-class HeldPartition:
-    """A partition in a member report: where the member stands in it."""
-
-    confirmed: int
-    committed: int | None
-    high: int | None
-
-    @property
-    def lag(self) -> int | None:
-        """Messages between the confirmed position and the high watermark."""
-        return None if self.high is None else max(self.high - self.confirmed, 0)
-
-
-@dataclass(frozen=True)
-class MemberReport:
-    """What a member says about itself: who and where it is, its settings, what it holds."""
-
-    consumer_id: str
-    host: str
-    pid: int
-    node_id: int
-    source_count: int
-    topics: tuple[str, ...]
-    strategy: str
-    version: str
-    lease_timeout_s: float
-    held: dict[str, HeldPartition] = field(default_factory=dict)
-    """``"topic:partition"`` -> position."""
-    join_offset: int | None = None
-    """Offset of the member's first report (None in that report itself): who came first."""
-    fenced: bool = False
-    mode: str = "node"
-    """The member's group mode (``node``, ``manual``, ``elastic``)."""
-    status_partitions: int = 0
-    """Its ``status_topic_partitions`` (0: a report from before the setting existed)."""
-    filters: dict[str, list[str]] = field(default_factory=dict)
-    """Topic -> its filter values, sorted, for the topics started with a filter set."""
-    pinned: list[str] = field(default_factory=list)
-    """``"topic:partition"`` of the partitions it pinned, sorted: no other member takes them."""
-
-    def encode(self) -> bytes:
-        """The record value."""
-        return json.dumps(asdict(self), sort_keys=True).encode()
-
-    @classmethod
-    def decode(cls, raw: bytes) -> MemberReport:
-        """Parse a record value (ValueError/TypeError/KeyError if it is not a report)."""
-        data: dict[str, Any] = json.loads(raw)
-        # A newer member's report may carry fields this version does not know: still a member.
-        data = {name: value for name, value in data.items() if name in _REPORT_FIELDS}
-        data["topics"] = tuple(data["topics"])
-        data["held"] = {key: HeldPartition(**value) for key, value in data["held"].items()}
-        # Reports written before modes were explicit: a positive source_count was a node, -1
-        # an elastic member, 0 the application's own.
-        count = data["source_count"]
-        data.setdefault("mode", "node" if count > 0 else "elastic" if count < 0 else "manual")
-        return cls(**data)
-
-    def held_partitions(self) -> set[TopicPartition]:
-        """The held partitions as (topic, partition)."""
-        return {_identity(key) for key in self.held}
-
-    def pinned_partitions(self) -> set[TopicPartition]:
-        """The pinned partitions as (topic, partition)."""
-        return {_identity(key) for key in self.pinned}
-
-
-_REPORT_FIELDS = frozenset(MemberReport.__dataclass_fields__)
-
-
-def _identity(key: str) -> TopicPartition:
-    topic, _, number = key.rpartition(":")
-    return TopicPartition(topic, int(number))
+MALFORMED, UNSIGNED, REPLAYED = "malformed", "unsigned", "replayed"
+"""Why a record of the group was skipped: it does not validate; it has no valid signature (a
+reader with ``status_secret``); it is a copy of a signed record already applied."""
 
 
 @dataclass
@@ -155,6 +91,8 @@ class _Member:
     report: MemberReport | None
     last_seen_ms: int
     join_offset: int
+    signed: bool = False
+    """Whether its last report carried a signature (what a reader without the secret sees)."""
 
     @property
     def lease_ms(self) -> int:
@@ -172,6 +110,18 @@ class Claim:
     timestamp_ms: int
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A record of the group that was not applied, and why (for the reader's log)."""
+
+    offset: int
+    key: str
+    """The key as text, cut short: it may be anything its writer chose."""
+    reason: str
+    """``malformed``, ``unsigned`` or ``replayed``."""
+    detail: str
+
+
 @dataclass
 class GroupState:
     """One group's members and partition holders, from its status records in log order."""
@@ -187,26 +137,47 @@ class GroupState:
     """Broker time of the latest record applied."""
     position: int = 0
     """Offset after the latest record applied."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Records of the group not applied, by reason (``malformed``, ``unsigned``, ``replayed``)."""
+    last_skipped: Skipped | None = None
+    """The latest of them."""
+    unsigned: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Consumer id -> (broker ms, lease ms) of its latest well-formed report that was skipped
+    as unsigned: a member without the secret, if it goes on reporting (or a forger)."""
     _defeated: dict[bytes, None] = field(default_factory=dict)
     """Keys of claims that lost to ``verdicts_of``'s member and are not withdrawn (in order)."""
 
     def apply(  # noqa: PLR0911 - one return per verdict reads best here
-        self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        offset: int,
+        timestamp_ms: int,
+        *,
+        signed: bool = False,
     ) -> bool:
-        """Apply one record of the status partition; True if it changed members or holders."""
+        """Apply one record of the status partition; True if it changed members or holders.
+
+        A record of the group that does not validate is skipped and counted (``skipped``),
+        never raised. ``signed``: the record carried a signature (kept for reports).
+        """
         self.position = max(self.position, offset + 1)
         self.last_ms = max(self.last_ms, timestamp_ms)
         parsed = parse_key(key)
         if parsed is None or parsed[1] != self.group:
             return False
+        assert key is not None  # noqa: S101 - parse_key named a record of the group
         kind, _, consumer_id, partition = parsed
         if kind == _MEMBER:
-            return self._apply_report(consumer_id, value, offset, timestamp_ms)
+            return self._apply_report(key, consumer_id, value, offset, timestamp_ms, signed=signed)
         assert partition is not None  # noqa: S101 - claim keys always name one
+        if value is not None and not is_claim_value(value):
+            self._skip(key, offset, MALFORMED, "a claim's value must be a JSON object")
+            return False
         holder = self.holders.get(partition)
         if value is None:  # withdrawn
             # No sign of life: the winner of a contest or a reaper may write it for the member.
-            self._defeated.pop(key, None)  # type: ignore[arg-type]  # a claim key is bytes
+            self._defeated.pop(key, None)
             if holder is not None and holder.consumer_id == consumer_id:
                 del self.holders[partition]
                 return True
@@ -220,15 +191,63 @@ class GroupState:
         ):
             if keep:
                 self.verdicts[offset] = holder.consumer_id
-            if holder.consumer_id == self.verdicts_of and key is not None:
+            if holder.consumer_id == self.verdicts_of:
                 self._defeated[key] = None
+            return False
+        if holder is not None and holder.consumer_id == consumer_id:
+            # A repeated claim keeps its first place; no verdict is kept for it (a claim's
+            # missing verdict reads as won), so claims re-asserted on every report pile nothing up.
             return False
         if keep:
             self.verdicts[offset] = None
-        if holder is not None and holder.consumer_id == consumer_id:
-            return False  # a repeated claim keeps its first place
         self.holders[partition] = Claim(consumer_id, offset, timestamp_ms)
         return True
+
+    def reject(
+        self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int, reason: str
+    ) -> None:
+        """Pass over a record the reader will not apply (``unsigned``, ``replayed``).
+
+        It moves the position only: a record nobody may trust says nothing of time or life.
+        An unsigned report is remembered (``unsigned``) so that a member can name the members
+        that write without the secret.
+        """
+        self.position = max(self.position, offset + 1)
+        parsed = parse_key(key)
+        if parsed is None or parsed[1] != self.group:
+            return
+        assert key is not None  # noqa: S101 - parse_key named a record of the group
+        kind, _, consumer_id, _ = parsed
+        self._skip(key, offset, reason, "" if reason != UNSIGNED else "no valid signature")
+        if reason != UNSIGNED or kind != _MEMBER:
+            return
+        if value is None:
+            self.unsigned.pop(consumer_id, None)
+            return
+        try:
+            report = MemberReport.decode(value)
+        except ValueError:
+            return
+        self.unsigned[consumer_id] = (timestamp_ms, int(report.lease_timeout_s * 1000))
+
+    def unsigned_live(self, now_ms: int | None = None) -> list[str]:
+        """Ids whose latest unsigned report is at most its lease old at ``now_ms``."""
+        now = self.last_ms if now_ms is None else now_ms
+        return sorted(m for m, (at, lease) in self.unsigned.items() if now - at <= lease)
+
+    def signed_live(self, now_ms: int | None = None) -> list[str]:
+        """Live members whose last report carried a signature."""
+        now = self.last_ms if now_ms is None else now_ms
+        return sorted(
+            member_id
+            for member_id, member in self.members.items()
+            if member.signed and self.is_alive(member_id, now)
+        )
+
+    def _skip(self, key: bytes, offset: int, reason: str, detail: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        text = key.decode(errors="replace")
+        self.last_skipped = Skipped(offset, text[:200], reason, detail)
 
     def take_defeated(self) -> list[bytes]:
         """Keys of claims that lost to ``verdicts_of``'s member since the last call.
@@ -264,7 +283,14 @@ class GroupState:
         self._defeated.update(dict.fromkeys(keys))
 
     def _apply_report(
-        self, consumer_id: str, value: bytes | None, offset: int, timestamp_ms: int
+        self,
+        key: bytes,
+        consumer_id: str,
+        value: bytes | None,
+        offset: int,
+        timestamp_ms: int,
+        *,
+        signed: bool,
     ) -> bool:
         if value is None:  # a clean shutdown: the member and its claims are gone
             self.members.pop(consumer_id, None)
@@ -273,7 +299,11 @@ class GroupState:
             return True
         try:
             report = MemberReport.decode(value)
-        except (ValueError, TypeError, KeyError):
+        except ValueError as error:
+            self._skip(key, offset, MALFORMED, str(error))
+            return False
+        if report.consumer_id != consumer_id:
+            self._skip(key, offset, MALFORMED, "consumer_id differs from the key's")
             return False
         joined = consumer_id not in self.members
         member = self._seen(consumer_id, timestamp_ms, offset)
@@ -287,7 +317,7 @@ class GroupState:
                 report.pinned,
             )
         )
-        member.report = report
+        member.report, member.signed = report, signed
         member.join_offset = report.join_offset if report.join_offset is not None else offset
         return changed
 

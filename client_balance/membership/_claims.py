@@ -1,0 +1,99 @@
+"""A member's claims on the status topic: claiming, withdrawing, and re-asserting them.
+
+In a group with ``status_secret`` every report is followed by the member's standing claims,
+written again. A running reader takes a repeated claim for what it was (it keeps its first
+place, and no verdict is kept for it); what it is for is log compaction. A record that anyone
+writes under a claim's key, signed or not, makes compaction drop the claim from the log, and a
+member that joins later would find the partition free; re-asserted claims put it back in the
+log within one report interval, and the newest one is in the active segment, which compaction
+never touches. See docs/operations.md, "Status topic integrity".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from client_balance.keys import TopicPartition
+from client_balance.membership._log import StatusReader, StatusWriter
+from client_balance.membership._records import claim_key
+
+__all__ = ["MemberClaims"]
+
+_CLAIM = b"{}"
+
+
+class MemberClaims:
+    """The partitions one member claimed and has not withdrawn, and the writes that keep them."""
+
+    def __init__(
+        self,
+        writer: StatusWriter,
+        reader: StatusReader,
+        group: str,
+        consumer_id: str,
+        wait_applied: Callable[[int], None],
+    ) -> None:
+        self._writer, self._reader = writer, reader
+        self._group, self._id = group, consumer_id
+        self._wait_applied = wait_applied
+        self._claimed: set[TopicPartition] = set()
+        # A re-assertion and a withdrawal must not cross: a claim written again after its
+        # withdrawal would hold a released partition for as long as the member lives.
+        self._lock = threading.Lock()
+
+    def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
+        """Claim ``partitions``: None for each one won, else the live holder it lost to."""
+        wanted = sorted(partitions)
+        if not wanted:
+            return {}
+        written = self._writer.write([(self._key(tp), _CLAIM) for tp in wanted])
+        self._wait_applied(written[-1][0])
+        verdicts: dict[TopicPartition, str | None] = {}
+        with self._reader.lock:
+            for partition, (offset, _) in zip(wanted, written, strict=True):
+                verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
+        won = [tp for tp, holder in verdicts.items() if holder is None]
+        lost = [tp for tp, holder in verdicts.items() if holder is not None]
+        with self._lock:
+            self._claimed.update(won)
+        if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
+            self.withdraw(lost)
+        return verdicts
+
+    def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
+        """Withdraw the claims on ``partitions`` (after they are released)."""
+        gone = sorted(partitions)
+        if gone:
+            with self._lock:
+                self._writer.write([(self._key(tp), None) for tp in gone])
+                self._claimed.difference_update(gone)
+
+    def write_report(self, report: tuple[bytes, bytes], *, reassert: bool) -> int:
+        """Write the member's report, then (``reassert``) its claims again; the report's offset."""
+        with self._lock:
+            records: list[tuple[bytes, bytes | None]] = [report]
+            if reassert:
+                records += [(self._key(tp), _CLAIM) for tp in sorted(self._claimed)]
+            return self._writer.write(records)[0][0]
+
+    def withdrawals(self) -> list[tuple[bytes, bytes | None]]:
+        """The tombstones of every standing claim (a clean shutdown writes them)."""
+        with self._lock:
+            return [(self._key(tp), None) for tp in sorted(self._claimed)]
+
+    def claimed(self) -> set[TopicPartition]:
+        """The partitions claimed and not withdrawn."""
+        with self._lock:
+            return set(self._claimed)
+
+    def forget(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Drop claims that lapsed or were lost (all: None) without withdrawing them."""
+        with self._lock:
+            if partitions is None:
+                self._claimed.clear()
+            else:
+                self._claimed.difference_update(partitions)
+
+    def _key(self, partition: TopicPartition) -> bytes:
+        return claim_key(self._group, partition, self._id)

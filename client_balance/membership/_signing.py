@@ -1,0 +1,131 @@
+"""Signed status records: with ``status_secret``, only the group's members can write its state.
+
+Every record a writer with the secret sends carries one header, ``cb-sig``::
+
+    v1.<writer>.<seq>.<hex HMAC-SHA256(secret, payload)>
+
+``writer`` is 16 random hex digits chosen per writer (per member start), ``seq`` counts that
+writer's records from 0, and the payload covers them, the key and the value, with a tombstone
+marked as such (a header, so a tombstone is signed as well as a report or a claim)::
+
+    b"client-balance-status-v1" 0 writer 0 seq 0 len(key) as 8 bytes, key, (1 value | 0)
+
+A reader with the secret applies a record only if the signature is valid, and only if its
+``seq`` is above every ``seq`` of that writer already applied under that key: a signed record
+copied back into the topic (a replay of an old claim's tombstone, say) changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+
+from client_balance.errors import ConfigError
+from client_balance.membership._records import REPLAYED, UNSIGNED, GroupState
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["HEADER", "MIN_SECRET_CHARS", "RecordGate", "RecordSigner", "status_secret"]
+
+HEADER = "cb-sig"
+MIN_SECRET_CHARS = 16
+"""A shorter secret could be guessed offline from any signed record, which every reader sees."""
+_DOMAIN = b"client-balance-status-v1"
+_SIGNATURE = re.compile(rb"v1\.([0-9a-f]{16})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})")
+
+Headers = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None] | None
+"""A record's headers as confluent-kafka gives them."""
+
+
+def status_secret(settings: ClientBalanceSettings) -> bytes | None:
+    """The group's signing key from ``settings.status_secret``; None when records are unsigned."""
+    if settings.status_secret is None:
+        return None
+    secret = settings.status_secret.get_secret_value()
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(
+            f"status_secret has {len(secret)} characters; use at least {MIN_SECRET_CHARS} "
+            "(random ones): the status topic's signatures are readable by anyone who reads the "
+            "topic, and a short secret can be guessed from them"
+        )
+    return secret.encode()
+
+
+def _mac(secret: bytes, writer: bytes, seq: bytes, key: bytes, value: bytes | None) -> bytes:
+    body = b"\x00".join((_DOMAIN, writer, seq, len(key).to_bytes(8, "big")))
+    body += key + (b"\x00" if value is None else b"\x01" + value)
+    return hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
+
+
+class RecordSigner:
+    """Signs one writer's records (the caller keeps them in order, as StatusWriter's lock does)."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+        self._writer = secrets.token_hex(8).encode()
+        self._seq = itertools.count()
+
+    def headers(self, key: bytes, value: bytes | None) -> list[tuple[str, str | bytes | None]]:
+        """The headers of the next record (key, value or None for a tombstone)."""
+        seq = str(next(self._seq)).encode()
+        mac = _mac(self._secret, self._writer, seq, key, value)
+        return [(HEADER, b".".join((b"v1", self._writer, seq, mac)))]
+
+
+def signature_of(headers: Headers) -> bytes | None:
+    """The ``cb-sig`` header's value, if the record has exactly one."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    found = [value for name, value in pairs if name == HEADER]
+    return found[0] if len(found) == 1 and isinstance(found[0], bytes) else None
+
+
+class RecordGate:
+    """Decides which records a reader applies: all without a secret, else the signed ones."""
+
+    def __init__(self, secret: bytes | None) -> None:
+        self._secret = secret
+        self._seen: dict[bytes, dict[bytes, int]] = {}
+        """Key -> writer -> highest seq applied under it (what a replay is told from)."""
+
+    @property
+    def verifies(self) -> bool:
+        """Whether records are checked (the reader has the secret)."""
+        return self._secret is not None
+
+    def check(self, key: bytes | None, value: bytes | None, headers: Headers) -> str | None:
+        """None if the record may be applied; else why not (``unsigned``, ``replayed``)."""
+        if self._secret is None:
+            return None
+        signature = signature_of(headers)
+        found = _SIGNATURE.fullmatch(signature or b"")
+        if key is None or found is None:
+            return UNSIGNED
+        writer, seq, mac = found.groups()
+        if not hmac.compare_digest(mac, _mac(self._secret, writer, seq, key, value)):
+            return UNSIGNED
+        applied = self._seen.setdefault(key, {})
+        if int(seq) <= applied.get(writer, -1):
+            return REPLAYED
+        applied[writer] = int(seq)
+        return None
+
+    def admit(
+        self,
+        state: GroupState,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        *,
+        offset: int,
+        timestamp_ms: int,
+    ) -> tuple[bool, bool]:
+        """Apply the record to ``state`` if it passes, else reject it: (applied, changed)."""
+        problem = self.check(key, value, headers)
+        if problem is not None:
+            state.reject(key, value, offset, timestamp_ms, problem)
+            return False, False
+        signed = signature_of(headers) is not None
+        return True, state.apply(key, value, offset, timestamp_ms, signed=signed)

@@ -18,6 +18,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Kaf
 
 from client_balance._kafka._admin import (
     TopicState,
+    check_login,
     cluster_answers,
     create_topics,
     ensure_topic,
@@ -77,6 +78,7 @@ __all__ = [
     "Watermarks",
     "admin_client",
     "call_until_transient_passes",
+    "check_login",
     "cluster_answers",
     "commit_offsets",
     "create_topics",

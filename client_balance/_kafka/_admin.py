@@ -6,7 +6,7 @@ import concurrent.futures
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
     AdminClient,
@@ -16,7 +16,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 from confluent_kafka.cimpl import NewTopic  # admin re-exports it without __all__
 
 from client_balance._kafka._clients import admin_client, group_client
-from client_balance._kafka._errors import from_kafka_exception, timed_out
+from client_balance._kafka._errors import (
+    AUTHENTICATION_CODES,
+    AUTHORIZATION_CODES,
+    from_kafka_exception,
+    timed_out,
+)
 from client_balance._kafka._metadata import topic_layouts
 from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, wait_until
 from client_balance.errors import ConfigError
@@ -25,6 +30,7 @@ from client_balance.settings import KafkaValue
 
 __all__ = [
     "TopicState",
+    "check_login",
     "cluster_answers",
     "create_topics",
     "ensure_topic",
@@ -36,6 +42,7 @@ __all__ = [
 
 _PROBE_GROUP = "__client_balance_probe"
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
+_DENIED = frozenset(AUTHORIZATION_CODES)
 
 
 def cluster_answers(
@@ -67,6 +74,43 @@ def cluster_answers(
     )
 
 
+def check_login(
+    bootstrap_servers: str,
+    *,
+    timeout_s: float,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> None:
+    """Return once a broker answers this client; raise at once if the cluster refuses its login.
+
+    librdkafka retries a refused SASL login for ever and tells only its ``error_cb``: every
+    request then waits out its whole timeout and fails with a vague transport error. This
+    probe watches for the refusal and raises the authentication error within a moment.
+    """
+    refused: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in AUTHENTICATION_CODES:
+            refused.append(error)
+
+    doing = "logging in to the cluster"
+    probe = admin_client(bootstrap_servers, kafka, {"error_cb": on_error, "log_level": 0})
+
+    def settled() -> bool:
+        probe.poll(0)  # serves error_cb
+        if refused:
+            return True
+        try:
+            return bool(probe.list_topics(timeout=METADATA_POLL_S).brokers)
+        except KafkaException:
+            return False
+
+    answered = wait_until(settled, timeout_s=timeout_s, interval_s=METADATA_POLL_S)
+    if refused:
+        raise from_kafka_exception(KafkaException(refused[0]), doing, kafka=kafka)
+    if not answered:
+        raise timed_out(doing, timeout_s, f"{bootstrap_servers} did not answer")
+
+
 def group_members(
     bootstrap_servers: str,
     group_id: str,
@@ -84,7 +128,9 @@ def group_members(
     try:
         description = futures[group_id].result(timeout=timeout_s)
     except KafkaException as error:
-        raise from_kafka_exception(error, doing) from error
+        raise from_kafka_exception(
+            error, doing, kafka=kafka, operation="Describe", resource=group_id
+        ) from error
     except concurrent.futures.TimeoutError:
         raise timed_out(doing, timeout_s, f"{bootstrap_servers} did not answer") from None
     return sorted(member.member_id for member in description.members)
@@ -214,12 +260,16 @@ def ensure_topic(
     """
     admin = admin_client(bootstrap_servers, kafka)
     doing = f"preparing topic {topic!r}"
+    operation = "Describe"  # the ACL each step needs, for an authorization error
     try:
         metadata = admin.list_topics(topic, timeout=timeout_s)
         brokers = len(metadata.brokers)
         found = metadata.topics.get(topic)
+        if found is not None and found.error is not None and found.error.code() in _DENIED:
+            raise KafkaException(found.error)  # not visible to us: creating it would mislead
         if found is not None and found.error is None and found.partitions:
             replicas = min(len(p.replicas) for p in found.partitions.values())
+            operation = "DescribeConfigs"
             current = _config_of(admin, topic, config, timeout_s)
             return TopicState(len(found.partitions), replicas, brokers, current)
         factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
@@ -227,6 +277,7 @@ def ensure_topic(
         if factor >= MAX_REPLICATION_FACTOR:
             created.setdefault("min.insync.replicas", str(factor - 1))
         new = NewTopic(topic, num_partitions=partitions, replication_factor=factor, config=created)
+        operation = "Create"
         future = admin.create_topics([new], request_timeout=timeout_s)[topic]
         try:
             future.result(timeout=timeout_s)
@@ -239,7 +290,9 @@ def ensure_topic(
             interval_s=METADATA_POLL_S,
         )
     except KafkaException as error:
-        raise from_kafka_exception(error, doing) from error
+        raise from_kafka_exception(
+            error, doing, kafka=kafka, operation=operation, resource=topic
+        ) from error
     except concurrent.futures.TimeoutError:  # a create or config query left unanswered
         raise timed_out(doing, timeout_s) from None
     if not count:

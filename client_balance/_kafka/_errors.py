@@ -3,19 +3,27 @@
 Duck-typed on ``KafkaException.args[0]`` (a ``KafkaError``), so the mapping stays testable with
 a stand-in. :func:`timed_out` is the one way to say "no answer in time", and
 :func:`is_transient` the one judgement of whether an error only means "not reachable for now".
+
+A refused login names the SASL mechanism and user of the client's settings (never the
+password), and a refused request the operation and resource its caller names, since the
+broker's own words ("Topic authorization failed") name neither; neither kind is transient.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from client_balance.errors import ClientBalanceError, KafkaClientError
 
 __all__ = [
+    "AUTHENTICATION_CODES",
+    "AUTHORIZATION_CODES",
     "GROUP_IN_USE_CODES",
     "TIMED_OUT",
     "TRANSIENT_KAFKA_CODES",
     "from_kafka_exception",
+    "is_access_denied",
     "is_transient",
     "timed_out",
 ]
@@ -30,9 +38,34 @@ TRANSIENT_KAFKA_CODES = frozenset({-195, -187, TIMED_OUT, -193, -180, 5, 6, 7, 1
 # Commits that fail with these mean someone subscribe()s with our group id.
 GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE
 
+AUTHENTICATION_CODES = frozenset({-169, 58})
+"""librdkafka's ``_AUTHENTICATION`` and the broker's ``SASL_AUTHENTICATION_FAILED``."""
 
-def from_kafka_exception(error: BaseException, doing: str) -> KafkaClientError:
-    """Map a ``KafkaException`` (or a plain ``KafkaError``) raised while ``doing`` something."""
+AUTHORIZATION_CODES: Mapping[int, str] = {
+    29: "topic",  # TOPIC_AUTHORIZATION_FAILED
+    30: "group",  # GROUP_AUTHORIZATION_FAILED
+    31: "cluster",  # CLUSTER_AUTHORIZATION_FAILED
+    53: "transactional id",  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+}
+"""The broker's ``*_AUTHORIZATION_FAILED`` codes, and the kind of resource each is about."""
+
+KafkaSettings = Mapping[str, Any]
+
+
+def from_kafka_exception(
+    error: BaseException,
+    doing: str,
+    *,
+    kafka: KafkaSettings | None = None,
+    operation: str | None = None,
+    resource: str | None = None,
+) -> KafkaClientError:
+    """Map a ``KafkaException`` (or a plain ``KafkaError``) raised while ``doing`` something.
+
+    A refused login names the mechanism and user of the client's settings ``kafka``; a refused
+    request names the ACL ``operation`` (``"Write"``) on ``resource`` (a topic or group name)
+    that the caller was exercising. The message never holds a secret of ``kafka``.
+    """
     kafka_error: Any = error.args[0] if error.args else None
     code_of = getattr(kafka_error, "code", None)
     if not callable(code_of):
@@ -41,12 +74,45 @@ def from_kafka_exception(error: BaseException, doing: str) -> KafkaClientError:
         )
     name = str(kafka_error.name())
     text = str(kafka_error.str())
+    code = int(code_of())
+    if code in AUTHENTICATION_CODES:
+        text = f"{text.rstrip('.')}. {_refused_login(kafka)}"
+    elif code in AUTHORIZATION_CODES:
+        text = f"{text.rstrip('.')}. {_missing_acl(AUTHORIZATION_CODES[code], operation, resource)}"
     return KafkaClientError(
         f"{doing} failed: {name}: {text}",
-        kafka_code=int(code_of()),
+        kafka_code=code,
         kafka_name=name,
-        retriable=bool(kafka_error.retriable()),
+        # Trying again cannot help until someone changes credentials or ACLs.
+        retriable=bool(kafka_error.retriable()) and not _denies_access(code),
     )
+
+
+def _refused_login(kafka: KafkaSettings | None) -> str:
+    settings = kafka or {}
+    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "SASL"
+    user = settings.get("sasl.username")
+    who = f"user {str(user)!r}" if user else "this client"
+    # Only the mechanism and the user name: the password never appears in an error.
+    return (
+        f"The cluster refused the {mechanism} login of {who}: check sasl.username, "
+        "sasl.password and sasl.mechanism in the kafka settings"
+    )
+
+
+def _missing_acl(kind: str, operation: str | None, resource: str | None) -> str:
+    target = f"{kind} {resource!r}" if resource and kind != "cluster" else f"the {kind}"
+    need = f"the ACL {operation} on {target}" if operation else f"an ACL on {target}"
+    if operation == "Describe":  # granting Read (what a role usually needs) gives Describe too
+        need += " (Read and Write include it)"
+    return (
+        f"Not authorized: this client's principal lacks {need}; grant it "
+        "(docs/security.md lists the ACLs of each role)"
+    )
+
+
+def _denies_access(code: int) -> bool:
+    return code in AUTHENTICATION_CODES or code in AUTHORIZATION_CODES
 
 
 def timed_out(doing: str, timeout_s: float, why: str = "") -> KafkaClientError:
@@ -62,6 +128,13 @@ def timed_out(doing: str, timeout_s: float, why: str = "") -> KafkaClientError:
 
 def is_transient(error: ClientBalanceError) -> bool:
     """Whether ``error`` only says the cluster cannot be reached for now."""
-    return isinstance(error, KafkaClientError) and (
-        error.retriable or error.kafka_code in TRANSIENT_KAFKA_CODES
+    return (
+        isinstance(error, KafkaClientError)
+        and not _denies_access(error.kafka_code)
+        and (error.retriable or error.kafka_code in TRANSIENT_KAFKA_CODES)
     )
+
+
+def is_access_denied(error: ClientBalanceError) -> bool:
+    """Whether ``error`` is a refused login or a refused request (credentials, ACLs)."""
+    return isinstance(error, KafkaClientError) and _denies_access(error.kafka_code)

@@ -6,13 +6,12 @@ Every node is a combined broker and controller (``_node.py``). One node is forma
 JVMs start from the cached Maven jars with a small heap, and ``start()`` polls until every
 broker answers metadata and the group coordinator serves offsets (never a fixed sleep).
 ``stop()`` asks for a graceful shutdown (SIGTERM) and kills a JVM that does not exit in time.
+With ``security="SASL_PLAINTEXT"`` clients log in with SCRAM and need ACLs (``_config.py``).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -23,6 +22,8 @@ from typing import Self
 from client_balance import admin
 from client_balance._kafka import partition_leader, retry_immediately, wait_for_brokers
 from client_balance._timing import Deadline
+from client_balance.broker._config import Sasl
+from client_balance.broker._datadir import create_data_dir, remove_data_dir
 from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars, find_java
 from client_balance.broker._node import LOG_NAME, KafkaNode, Launch, prepare_nodes, stop_nodes
 from client_balance.broker._node import cleanup as cleanup_nodes
@@ -54,6 +55,12 @@ class LocalKafka:
     listener advertised at a port where a test puts a proxy: clients bootstrapped through it
     can be cut off alone (:attr:`proxied_listeners`).
 
+    ``security="SASL_PLAINTEXT"`` gives clients a SASL listener (``mechanism`` SCRAM-SHA-512
+    or SCRAM-SHA-256) and runs the StandardAuthorizer: :attr:`bootstrap_servers` is that
+    listener, ``admin_user`` is a super user created when the log dir is formatted, and
+    :attr:`admin_config` is how a client logs in as it. Every other user needs ACLs.
+    ``admin_password=None`` makes a random one (kept in the data dir for restarts on it).
+
     With ``die_with_parent`` (the default) a JVM gets SIGTERM when the thread that started it
     ends, even if this process is killed outright (Linux ``setpriv --pdeathsig``, where present).
     Start it from a long-lived thread, or pass False for a broker meant to outlive its starter.
@@ -74,9 +81,17 @@ class LocalKafka:
         class_data_sharing: bool = True,
         progress: Callable[[str], None] | None = None,
         proxied: bool = False,
+        security: str = "PLAINTEXT",
+        mechanism: str = "SCRAM-SHA-512",
+        admin_user: str = "admin",
+        admin_password: str | None = None,
     ) -> None:
         if type(brokers) is not int or brokers < 1:
             raise ConfigError(f"brokers={brokers!r} is not allowed; use an int >= 1")
+        Sasl.check(security, mechanism, admin_user, admin_password)
+        self.security = security
+        self._sasl_wanted = (mechanism, admin_user, admin_password)
+        self._sasl: Sasl | None = None
         self.brokers = brokers
         self.version = version
         self.die_with_parent = die_with_parent
@@ -104,9 +119,22 @@ class LocalKafka:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``"127.0.0.1:<port>"`` of every node, joined by commas."""
+        """``"127.0.0.1:<port>"`` of every node (its SASL listener if secured), joined by commas."""
         if not self.is_running():
             raise ClientBalanceError("LocalKafka is not running; call start() first")
+        return ",".join(node.client_address for node in self._nodes)
+
+    @property
+    def admin_config(self) -> dict[str, str]:
+        """The librdkafka settings that log in as the super user (``{}`` for PLAINTEXT)."""
+        if self.security == "PLAINTEXT":
+            return {}
+        if self._sasl is None:
+            raise ClientBalanceError("LocalKafka has no admin credentials before start()")
+        return self._sasl.client_config()
+
+    def _internal_servers(self) -> str:
+        # The PLAINTEXT listeners: the launcher's own probes, a super user when secured.
         return ",".join(node.address for node in self._nodes)
 
     @property
@@ -156,6 +184,9 @@ class LocalKafka:
         if self.is_running():
             return self
         began = time.monotonic()
+        data_dir = self._data_dir = create_data_dir(self._data_dir)
+        if self.security != "PLAINTEXT":
+            self._sasl = Sasl.for_data_dir(*self._sasl_wanted, data_dir)
         launch = Launch(
             java=find_java(),
             libs=ensure_kafka_jars(self.version, progress=self._progress),
@@ -164,11 +195,8 @@ class LocalKafka:
             die_with_parent=self.die_with_parent,
             class_data_sharing=self.class_data_sharing,
             progress=self._progress,
+            sasl=self._sasl,
         )
-        if self._data_dir is None:
-            self._data_dir = Path(tempfile.mkdtemp(prefix="client-balance-kafka-"))
-        self._data_dir.mkdir(parents=True, exist_ok=True)
-        data_dir = self._data_dir
 
         def port_was_taken(error: BaseException) -> bool:
             # Someone took a port between our probe and the JVM's bind: start afresh.
@@ -179,8 +207,8 @@ class LocalKafka:
                 and self._owns_data_dir
             )
             if taken:
-                shutil.rmtree(data_dir, ignore_errors=True)
-                data_dir.mkdir(parents=True)
+                remove_data_dir(data_dir)
+                create_data_dir(data_dir)
             return taken
 
         retry_immediately(
@@ -196,9 +224,8 @@ class LocalKafka:
             KafkaNode(node_id, self._node_dir(node_id), launch, dumps_cds=node_id == 1)
             for node_id in self._node_ids()
         ]
-        prepare_nodes(
-            nodes, first_port=self._requested_port, extra=self._extra_config, proxied=self.proxied
-        )
+        extra = {**(self._sasl.broker_config() if self._sasl else {}), **self._extra_config}
+        prepare_nodes(nodes, first_port=self._requested_port, extra=extra, proxied=self.proxied)
         self._nodes = nodes
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -214,50 +241,17 @@ class LocalKafka:
 
     def _wait_until_ready(self, began: float) -> None:
         deadline = Deadline(self.startup_timeout_s - (time.monotonic() - began))
-        bootstrap = ",".join(node.address for node in self._nodes)
-
-        def all_alive() -> bool:
-            return all(node.alive() for node in self._nodes)
-
-        answered = admin.cluster_answers(
-            bootstrap, timeout_s=deadline.left_s(), keep_waiting=all_alive
-        ) and wait_for_brokers(
-            bootstrap, self._node_ids(), timeout_s=deadline.left_s(), keep_waiting=all_alive
-        )
-        if not all_alive():
-            raise self._failed()
-        if not answered:
-            raise self._failed(
-                f"the {'broker' if self.brokers == 1 else 'cluster'} did not answer metadata on "
-                f"{bootstrap} within {self.startup_timeout_s:.0f} s"
-            )
-        try:
-            admin.wait_for_group_coordinator(bootstrap, timeout_s=max(deadline.left_s(), 5.0))
-        except ClientBalanceError as error:
-            raise self._failed(f"the group coordinator did not come up: {error}") from None
+        why = _why_not_ready(self._nodes, deadline, self.startup_timeout_s, self.admin_config)
+        if why is not None:
+            raise self._failed(why or None)
 
     def _failed(
         self, what: str | None = None, nodes: list[KafkaNode] | None = None
     ) -> BrokerStartError:
         """Kill ``nodes`` (default: all); why the start failed, from the exited node's log."""
-        nodes = self._nodes if nodes is None else nodes
-        exited = [n for n in nodes if n.process is not None and n.process.poll() is not None]
-        blamed = exited[0] if exited else nodes[0]
-        if what is None:
-            assert blamed.process is not None  # noqa: S101 - exited nodes have a process
-            which = "broker" if self.brokers == 1 else f"broker of node {blamed.node_id}"
-            what = f"the {which} exited with code {blamed.process.returncode}"
-        last_lines = blamed.log_tail()
-        for node in nodes:
-            node.kill(_KILL_TIMEOUT_S)
-        if nodes is self._nodes:
-            self._nodes = []
-        return BrokerStartError(
-            f"Apache Kafka {self.version} did not start: {what}. Last lines of "
-            f"{blamed.log_path}:\n{last_lines}",
-            log_tail=last_lines,
-            log_path=str(blamed.log_path),
-        )
+        if nodes is None:
+            nodes, self._nodes = self._nodes, []
+        return _start_failure(self.version, self.brokers, nodes, what)
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -292,7 +286,9 @@ class LocalKafka:
 
     def leader_of(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> int:
         """The node id leading ``topic``'s ``partition`` now, as metadata says; -1 for none."""
-        return partition_leader(self.bootstrap_servers, topic, partition, timeout_s=timeout_s)
+        if not self.is_running():
+            raise ClientBalanceError("LocalKafka is not running; call start() first")
+        return partition_leader(self._internal_servers(), topic, partition, timeout_s=timeout_s)
 
     # -- stop --------------------------------------------------------------------------------
 
@@ -318,7 +314,7 @@ class LocalKafka:
             self._finalizer.detach()
             self._finalizer = None
         if self._owns_data_dir and self._data_dir is not None:
-            shutil.rmtree(self._data_dir, ignore_errors=True)
+            remove_data_dir(self._data_dir)
             self._data_dir = None
 
     def __enter__(self) -> Self:
@@ -336,3 +332,63 @@ class LocalKafka:
         state = f"running at {self.bootstrap_servers}" if self.is_running() else "stopped"
         nodes = "" if self.brokers == 1 else f" ({self.brokers} nodes)"
         return f"<LocalKafka {self.version}{nodes} {state}>"
+
+
+def _why_not_ready(
+    nodes: list[KafkaNode], deadline: Deadline, limit_s: float, login: Mapping[str, str]
+) -> str | None:
+    """None once the cluster is ready, else why not ("" when a node exited).
+
+    Ready: every node answers metadata, the group coordinator serves offsets and, on a
+    secured cluster, the SASL listener takes the admin's ``login``.
+    """
+    bootstrap = ",".join(node.address for node in nodes)
+
+    def all_alive() -> bool:
+        return all(node.alive() for node in nodes)
+
+    answered = admin.cluster_answers(
+        bootstrap, timeout_s=deadline.left_s(), keep_waiting=all_alive
+    ) and wait_for_brokers(
+        bootstrap, [node.node_id for node in nodes], timeout_s=deadline.left_s(),
+        keep_waiting=all_alive,
+    )  # fmt: skip
+    if not all_alive():
+        return ""
+    if not answered:
+        which = "broker" if len(nodes) == 1 else "cluster"
+        return f"the {which} did not answer metadata on {bootstrap} within {limit_s:.0f} s"
+    try:
+        admin.wait_for_group_coordinator(bootstrap, timeout_s=max(deadline.left_s(), 5.0))
+    except ClientBalanceError as error:
+        return f"the group coordinator did not come up: {error}"
+    clients = ",".join(node.client_address for node in nodes)
+    if login and not admin.cluster_answers(
+        clients, timeout_s=max(deadline.left_s(), 5.0), kafka=login
+    ):
+        return (
+            f"the SASL listener {clients} did not accept the {login['sasl.mechanism']} login of "
+            f"{login['sasl.username']!r}"
+        )
+    return None
+
+
+def _start_failure(
+    version: str, brokers: int, nodes: list[KafkaNode], what: str | None
+) -> BrokerStartError:
+    """Kill ``nodes``; why the start failed (``what``, or how a node exited) with its log."""
+    exited = [n for n in nodes if n.process is not None and n.process.poll() is not None]
+    blamed = exited[0] if exited else nodes[0]
+    if what is None:
+        assert blamed.process is not None  # noqa: S101 - exited nodes have a process
+        which = "broker" if brokers == 1 else f"broker of node {blamed.node_id}"
+        what = f"the {which} exited with code {blamed.process.returncode}"
+    last_lines = blamed.log_tail()
+    for node in nodes:
+        node.kill(_KILL_TIMEOUT_S)
+    return BrokerStartError(
+        f"Apache Kafka {version} did not start: {what}. Last lines of "
+        f"{blamed.log_path}:\n{last_lines}",
+        log_tail=last_lines,
+        log_path=str(blamed.log_path),
+    )

@@ -1,9 +1,9 @@
 """One node of a :class:`~client_balance.broker.LocalKafka`: a combined KRaft broker+controller.
 
-A node owns a folder (``server.properties``, ``broker.log``, ``kraft-logs/``), its two ports
-(PLAINTEXT and CONTROLLER) and its JVM. The cluster decides the shared properties; the node
-writes them with its own id, listeners and log dir, formats its log dir, spawns ``kafka.Kafka``
-and stops or kills it.
+A node owns a folder (``server.properties``, ``broker.log``, ``kraft-logs/``), its ports
+(PLAINTEXT and CONTROLLER; SASL_PLAINTEXT for the clients of a secured cluster) and its JVM.
+The cluster decides the shared properties (``_config.py``); the node writes them with its own
+id, listeners and log dir, formats its log dir, spawns ``kafka.Kafka`` and stops or kills it.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from client_balance._timing import Deadline
+from client_balance.broker._config import SASL_LISTENER, Sasl, cluster_config
 from client_balance.broker._process import (
     cds_archive_path,
     cluster_id,
@@ -35,7 +36,6 @@ __all__ = [
     "Launch",
     "NodePorts",
     "cleanup",
-    "cluster_config",
     "stop_nodes",
 ]
 
@@ -44,52 +44,6 @@ _PROPERTIES_NAME = "server.properties"
 _LOG4J_NAME = "log4j2.properties"
 _CDS_DUMP_NAME = "classes.jsa"
 _FORMAT_TIMEOUT_S = 120.0
-
-
-# Tiny internal topics, few threads for 2 cores; the replication settings follow the node
-# count (_replication). group.initial.rebalance.delay.ms keeps Kafka's default on purpose:
-# benchmarks compare against a real subscribe() group join.
-_BASE_CONFIG = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "inter.broker.listener.name": "PLAINTEXT",
-    "controller.listener.names": "CONTROLLER",
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-    "num.partitions": "1",
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.num.partitions": "1",
-    "auto.create.topics.enable": "false",
-    "num.network.threads": "2",
-    "num.io.threads": "4",
-    "log.retention.check.interval.ms": "300000",
-}
-
-
-def _replication(brokers: int) -> dict[str, str]:
-    # One node: every factor 1. Three or more: factor 3 with 2 in sync, so one node may fail.
-    factor = str(min(brokers, 3))
-    in_sync = str(1 if brokers == 1 else 2)
-    return {
-        "default.replication.factor": factor,
-        "min.insync.replicas": in_sync,
-        "offsets.topic.replication.factor": factor,
-        "transaction.state.log.replication.factor": factor,
-        "transaction.state.log.min.isr": in_sync,
-        "share.coordinator.state.topic.replication.factor": factor,
-        "share.coordinator.state.topic.min.isr": in_sync,
-    }
-
-
-def cluster_config(nodes: list[KafkaNode]) -> dict[str, str]:
-    """What every node of ``nodes`` (ports assigned) shares: roles, replication, quorum."""
-    controllers = {node.node_id: node.ports.controller for node in nodes if node.ports}
-    if len(nodes) == 1:
-        # A dynamic quorum of one, formatted with --standalone.
-        quorum = {"controller.quorum.bootstrap.servers": f"127.0.0.1:{controllers[1]}"}
-    else:
-        voters = ",".join(f"{nid}@127.0.0.1:{port}" for nid, port in sorted(controllers.items()))
-        quorum = {"controller.quorum.voters": voters}
-    return {**_BASE_CONFIG, **_replication(len(nodes)), **quorum}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +57,8 @@ class Launch:
     die_with_parent: bool
     class_data_sharing: bool
     progress: Callable[[str], None] | None
+    sasl: Sasl | None = None
+    """A secured cluster's SASL setup (format adds its admin), or None for PLAINTEXT only."""
 
     def jvm(self, directory: Path) -> list[str]:
         """``java`` and the options every Kafka tool of a node runs with (no main class)."""
@@ -120,6 +76,8 @@ class NodePorts:
     controller: int
     proxied: tuple[int, int] | None = None
     """(port, advertised port) of a third listener, for clients a test proxy can cut off."""
+    sasl: int | None = None
+    """The SASL_PLAINTEXT listener of a secured cluster: the clients' port."""
 
 
 class KafkaNode:
@@ -165,6 +123,13 @@ class KafkaNode:
         return f"127.0.0.1:{self.ports.broker}"
 
     @property
+    def client_address(self) -> str:
+        """Where clients connect: the SASL_PLAINTEXT listener if there is one, else PLAINTEXT."""
+        if self.ports is not None and self.ports.sasl is not None:
+            return f"127.0.0.1:{self.ports.sasl}"
+        return self.address
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
@@ -176,7 +141,9 @@ class KafkaNode:
         if not (self.formatted and self.properties_path.is_file()):
             return None
         found = read_ports(self.properties_path)
-        return NodePorts(*found) if found is not None else None
+        if "PLAINTEXT" not in found or "CONTROLLER" not in found:
+            return None
+        return NodePorts(found["PLAINTEXT"], found["CONTROLLER"], sasl=found.get(SASL_LISTENER))
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -196,6 +163,10 @@ class KafkaNode:
             listeners += f",PROXIED://127.0.0.1:{port}"
             advertised += f",PROXIED://127.0.0.1:{advertised_port}"
             protocols += ",PROXIED:PLAINTEXT"
+        if self.ports.sasl is not None:
+            listeners += f",{SASL_LISTENER}://127.0.0.1:{self.ports.sasl}"
+            advertised += f",{SASL_LISTENER}://127.0.0.1:{self.ports.sasl}"
+            protocols += f",{SASL_LISTENER}:{SASL_LISTENER}"
         values = {
             **cluster,
             "node.id": str(self.node_id),
@@ -216,11 +187,12 @@ class KafkaNode:
         the nodes of a static quorum (``controller.quorum.voters``) are formatted without it.
         """
         jvm = self.launch.jvm(self.directory)
+        sasl = self.launch.sasl.format_args() if self.launch.sasl is not None else []
         # A short-lived tool: the client compiler and serial GC start it faster.
         command = [
             jvm[0], "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm[1:],
             "kafka.tools.StorageTool", "format", *(["--standalone"] if standalone else []),
-            "-t", cluster_id, "-c", str(self.properties_path),
+            "-t", cluster_id, "-c", str(self.properties_path), *sasl,
         ]  # fmt: skip
         return subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -236,6 +208,8 @@ class KafkaNode:
             stdout, stderr = tool.communicate()
         if tool.returncode != 0:
             output = tail_text(stdout + stderr)
+            if self.launch.sasl is not None:
+                output = self.launch.sasl.mask(output)
             raise BrokerStartError(
                 f"Apache Kafka {self.launch.version} did not start: formatting the log dir with "
                 f"kafka.tools.StorageTool failed (exit {tool.returncode}). Last lines of its "
@@ -353,14 +327,18 @@ def prepare_nodes(
     A node keeps the ports of an earlier start on its folder, else gets free ones (the first
     node's PLAINTEXT port is ``first_port`` when given). Formatted log dirs stay as they are.
     """
-    fresh = iter(free_ports((4 if proxied else 2) * len(nodes)))
+    secured = nodes[0].launch.sasl is not None
+    fresh = iter(free_ports((2 + 2 * proxied + secured) * len(nodes)))
     for node in nodes:
         broker, controller = next(fresh), next(fresh)
         if node.node_id == 1 and first_port is not None:
             broker = first_port
         extra_listener = (next(fresh), next(fresh)) if proxied else None
-        node.ports = node.previous_ports() or NodePorts(broker, controller, extra_listener)
-    config = cluster_config(nodes)
+        sasl = next(fresh) if secured else None
+        node.ports = node.previous_ports() or NodePorts(broker, controller, extra_listener, sasl)
+        if secured and node.ports.sasl is None:  # a data dir first started without SASL
+            node.ports = replace(node.ports, sasl=sasl)
+    config = cluster_config({n.node_id: n.ports.controller for n in nodes if n.ports})
     for node in nodes:
         node.write_config(config, extra)
     unformatted = [node for node in nodes if not node.formatted]

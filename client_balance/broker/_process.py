@@ -60,16 +60,15 @@ def cds_archive_path(java: str, libs: Path) -> Path:
     return libs.parent / "cds" / f"broker-{digest}.jsa"
 
 
-def read_ports(properties: Path) -> tuple[int, int] | None:
+def read_ports(properties: Path) -> dict[str, int]:
+    """Listener name -> port, from a node's ``server.properties``."""
     ports: dict[str, int] = {}
     for line in properties.read_text().splitlines():
         if line.startswith("listeners="):
             for listener in line.removeprefix("listeners=").split(","):
                 name, _, address = listener.partition("://")
                 ports[name] = int(address.rsplit(":", 1)[1])
-    if "PLAINTEXT" in ports and "CONTROLLER" in ports:
-        return ports["PLAINTEXT"], ports["CONTROLLER"]
-    return None
+    return ports
 
 
 def read_cluster_id(meta_properties: Path) -> str | None:

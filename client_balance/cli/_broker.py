@@ -4,6 +4,8 @@
 data directory so that ``status`` and ``stop`` (in another process, later) can find it. With
 ``--brokers N`` it is a cluster of N nodes, and the state file records every node's pid
 (``"pids"``; ``"pid"`` is the first node's, so state files of single brokers read the same).
+``stop`` deletes the recorded data directory only if LocalKafka created it (its marker file):
+the state file is plain JSON, and its word alone must never delete a folder.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +25,10 @@ from client_balance.broker import (
     ensure_kafka_jars,
     kafka_home,
 )
+from client_balance.broker._datadir import remove_data_dir
 from client_balance.broker._process import stop_pids
 from client_balance.cli._render import EXIT_FAILED, EXIT_OK, out, say
+from client_balance.errors import BrokerError
 
 __all__ = ["COMMANDS", "add_parsers", "running_broker_address"]
 
@@ -187,9 +190,14 @@ def _broker_stop(args: argparse.Namespace) -> int:
         say(f"stopped the broker at {state['bootstrap_servers']} (pid {pids})")
     else:
         say(f"the broker recorded in {args.state_file} was no longer running")
-    if state.get("owns_data_dir"):
-        shutil.rmtree(state["data_dir"], ignore_errors=True)
+    # The broker is stopped either way: the state file has nothing left to track.
     args.state_file.unlink(missing_ok=True)
+    if state.get("owns_data_dir") and state.get("data_dir"):
+        try:
+            remove_data_dir(Path(state["data_dir"]))
+        except BrokerError as error:
+            say(str(error))
+            return EXIT_FAILED
     return EXIT_OK
 
 

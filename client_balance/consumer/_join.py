@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable
 
-from client_balance._kafka import group_members
+from client_balance._kafka import check_login, group_members
 from client_balance.consumer._setup import MemberSetup
 from client_balance.errors import GroupInUseError
 from client_balance.membership import MemberReport, StatusMember
@@ -27,6 +27,12 @@ def join_group(
     :class:`GroupInUseError` if anyone ``subscribe()``s with the group id.
     """
     settings = setup.settings
+    if str(settings.kafka.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
+        # A refused login must fail start() at once, not after every request's timeout.
+        check_login(
+            settings.bootstrap_servers, timeout_s=settings.request_timeout_s,
+            kafka=settings.admin_config(),
+        )  # fmt: skip
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         described = pool.submit(
             group_members,

@@ -123,6 +123,7 @@ class StatusWriter:
         secret: bytes | None = None,
     ) -> None:
         self._topic, self._partition, self._timeout_s = topic, partition, timeout_s
+        self._kafka = kafka
         self._signer = None if secret is None else RecordSigner(secret)
         self._producer = producer_client(
             bootstrap_servers,
@@ -146,13 +147,17 @@ class StatusWriter:
     def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
         """Write (key, value or None) records in order; (offset, broker ms) of each."""
         results: dict[int, tuple[int, int] | KafkaClientError] = {}
+        doing = f"writing to the status topic {self._topic!r}"
+
+        def refused(error: KafkaException) -> KafkaClientError:
+            return from_kafka_exception(
+                error, doing, kafka=self._kafka, operation="Write", resource=self._topic
+            )
 
         def delivered(index: int) -> Callable[[object, object], None]:
             def report(error: object, message: object) -> None:
                 if error is not None:
-                    results[index] = from_kafka_exception(
-                        KafkaException(error), "writing to the status topic"
-                    )
+                    results[index] = refused(KafkaException(error))
                 else:
                     _, stamp = message.timestamp()  # type: ignore[attr-defined]
                     results[index] = (message.offset(), stamp)  # type: ignore[attr-defined]
@@ -164,10 +169,13 @@ class StatusWriter:
             for index, (key, value) in enumerate(records):
                 # Signed under the lock: a writer's sequence numbers go out in their order.
                 headers = None if self._signer is None else self._signer.headers(key, value)
-                self._producer.produce(
-                    self._topic, value, key, partition=self._partition,
-                    on_delivery=delivered(index), headers=headers,
-                )  # fmt: skip
+                try:
+                    self._producer.produce(
+                        self._topic, value, key, partition=self._partition,
+                        on_delivery=delivered(index), headers=headers,
+                    )  # fmt: skip
+                except KafkaException as error:  # refused before sending: a topic not writable
+                    raise refused(error) from error
                 count += 1
             left = self._producer.flush(self._timeout_s)
         if left or len(results) < count:

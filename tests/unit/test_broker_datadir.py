@@ -1,0 +1,111 @@
+"""Data dirs: LocalKafka marks those it creates, and `broker stop` deletes only a marked one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from client_balance.broker import LocalKafka
+from client_balance.broker import _local as local
+from client_balance.broker._datadir import MARKER_NAME, create_data_dir, is_marked
+from client_balance.cli import main
+from client_balance.errors import ConfigError
+
+
+def _state_file(tmp_path: Path, data_dir: Path) -> Path:
+    # pid 1 is never our broker, so stop has no process to stop: only the data dir is at stake.
+    state = tmp_path / "broker.json"
+    state.write_text(
+        json.dumps({
+            "pid": 1, "pids": [1], "bootstrap_servers": "127.0.0.1:1", "data_dir": str(data_dir),
+            "log": str(data_dir / "broker.log"), "owns_data_dir": True,
+        })
+    )  # fmt: skip
+    return state
+
+
+def test_stop_refuses_to_delete_a_data_dir_without_the_marker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state file naming a folder LocalKafka did not create never gets that folder deleted."""
+    precious = tmp_path / "home"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    state = _state_file(tmp_path, precious)
+    assert main(["broker", "stop", "--state-file", str(state)]) == 1
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    err = capsys.readouterr().err
+    assert "refusing to delete" in err
+    assert MARKER_NAME in err
+    assert not state.exists()
+
+
+def test_stop_refuses_a_marker_that_is_a_link(tmp_path: Path) -> None:
+    """A marker planted as a symlink to a real marker does not count."""
+    real = create_data_dir(tmp_path / "real")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / MARKER_NAME).symlink_to(real / MARKER_NAME)
+    assert not is_marked(other)
+    assert main(["broker", "stop", "--state-file", str(_state_file(tmp_path, other))]) == 1
+    assert other.is_dir()
+
+
+def test_stop_deletes_a_data_dir_that_localkafka_created(tmp_path: Path) -> None:
+    """The data dir of a detached broker, marked when it was made, is deleted by stop."""
+    data_dir = create_data_dir(tmp_path / "cache" / "broker-data-1")
+    (data_dir / "kraft-logs").mkdir()
+    assert main(["broker", "stop", "--state-file", str(_state_file(tmp_path, data_dir))]) == 0
+    assert not data_dir.exists()
+
+
+def test_stop_is_fine_when_the_data_dir_is_gone(tmp_path: Path) -> None:
+    """A recorded data dir that no longer exists is nothing to refuse."""
+    state = _state_file(tmp_path, tmp_path / "gone")
+    assert main(["broker", "stop", "--state-file", str(state)]) == 0
+
+
+@pytest.fixture
+def no_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LocalKafka.start() makes its data dir but starts no Java and fetches no jars."""
+    monkeypatch.setattr(local, "find_java", lambda: "java")
+    monkeypatch.setattr(local, "ensure_kafka_jars", lambda *_a, **_k: Path("/nonexistent/libs"))
+    monkeypatch.setattr(LocalKafka, "_start_once", lambda *_a: None)
+
+
+@pytest.mark.usefixtures("no_jvm")
+def test_localkafka_marks_only_the_data_dirs_it_creates(tmp_path: Path) -> None:
+    """A temp dir and a new data_dir get the marker; a folder that existed does not."""
+    temporary = LocalKafka().start()
+    assert is_marked(temporary.data_dir)
+    temporary.stop()  # a temp dir is deleted on stop
+    created = LocalKafka(data_dir=tmp_path / "new" / "kafka").start()
+    assert is_marked(created.data_dir)
+    existing = tmp_path / "mine"
+    existing.mkdir()
+    assert not is_marked(LocalKafka(data_dir=existing).start().data_dir)
+    assert not (existing / MARKER_NAME).exists()
+
+
+@pytest.mark.usefixtures("no_jvm")
+def test_a_secured_localkafka_keeps_its_admin_password_for_restarts(tmp_path: Path) -> None:
+    """A random admin password is kept in the data dir, so a restart on it logs in again."""
+    first = LocalKafka(data_dir=tmp_path / "kafka", security="SASL_PLAINTEXT").start()
+    password = first.admin_config["sasl.password"]
+    again = LocalKafka(data_dir=tmp_path / "kafka", security="SASL_PLAINTEXT").start()
+    assert again.admin_config["sasl.password"] == password
+    assert password not in repr(again)
+    assert LocalKafka().admin_config == {}
+
+
+def test_localkafka_refuses_security_it_cannot_run() -> None:
+    """Unsupported protocols, mechanisms and passwords are refused, naming no password."""
+    with pytest.raises(ConfigError, match="SASL_SSL"):
+        LocalKafka(security="SASL_SSL")
+    with pytest.raises(ConfigError, match="PLAIN"):
+        LocalKafka(security="SASL_PLAINTEXT", mechanism="PLAIN")
+    with pytest.raises(ConfigError, match="admin_password") as raised:
+        LocalKafka(security="SASL_PLAINTEXT", admin_password="a,b=[c]")  # noqa: S106
+    assert "a,b=[c]" not in str(raised.value)

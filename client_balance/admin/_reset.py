@@ -5,10 +5,13 @@ from __future__ import annotations
 from client_balance._kafka import commit_offsets, offsets_for_times, partition_offsets
 from client_balance.admin._view import GroupView
 from client_balance.errors import ConfigError
-from client_balance.keys import TopicPartition
+from client_balance.keys import TopicPartition, check_topic_name
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["reset_offsets"]
+__all__ = ["parse_reset_target", "reset_offsets"]
+
+_NAMED = ("earliest", "latest")
+_MAX_MS = 2**63 - 1  # Kafka's timestamps are Java longs
 
 
 def reset_offsets(
@@ -26,7 +29,10 @@ def reset_offsets(
     their next commit would undo the reset. ``topics`` default to those the members reported.
     Returns ``topic:partition`` -> the offset committed.
     """
-    stamp = _parse_reset_target(to)
+    stamp = parse_reset_target(to)
+    to = to.strip().lower()
+    for topic in topics:  # before any request: a bad name is the caller's, not the cluster's
+        check_topic_name(topic)
     view = GroupView.load(settings, group, timeout_s=timeout_s)
     if view.live_members:
         ids = ", ".join(m.consumer_id for m in view.live_members)
@@ -47,16 +53,24 @@ def reset_offsets(
     return {f"{tp.topic}:{tp.partition}": offset for tp, offset in sorted(positions.items())}
 
 
-def _parse_reset_target(to: str) -> int | None:
-    if to in {"earliest", "latest"}:
+def parse_reset_target(to: str) -> int | None:
+    """The time (ms since the epoch) ``to`` names, or None for ``earliest`` and ``latest``.
+
+    A negative number is refused: Kafka reads -2 and -1 as its earliest and latest sentinels,
+    so ``--to -2`` would silently mean something else than a time.
+    """
+    text = to.strip() if isinstance(to, str) else ""
+    if text.lower() in _NAMED:
         return None
-    try:
-        return int(to)
-    except ValueError:
-        raise ConfigError(
-            f"--to {to!r} is not allowed; use earliest, latest or a time in milliseconds since "
-            "the epoch"
-        ) from None
+    # ASCII digits only: int() would also take "-2", "+5", "1_000" and other scripts' digits.
+    if text.isascii() and text.isdecimal() and len(text) <= len(str(_MAX_MS)):
+        stamp = int(text)
+        if stamp <= _MAX_MS:
+            return stamp
+    raise ConfigError(
+        f"--to {repr(to)[:80]} is not allowed; use earliest, latest or a time in milliseconds "
+        "since the epoch (a whole number >= 0)"
+    )
 
 
 def _reset_positions(  # noqa: PLR0917 - private; the reset's inputs, in its order

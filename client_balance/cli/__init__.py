@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from client_balance.cli import _broker, _groups, _render, _simulate
-from client_balance.errors import ClientBalanceError
+from client_balance.errors import ClientBalanceError, ConfigError
 
 __all__ = ["main", "run"]
 
@@ -51,10 +51,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_double_dash_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Exit 2 on ``--option=--``: argparse (3.11) drops that "--" and gives the option ``[]``.
+
+    Unconverted by the option's type, the ``[]`` would reach a command as if it were a value.
+    """
+    for arg in argv:
+        if arg == "--":  # what follows is positional
+            return
+        option, equals, value = arg.partition("=")
+        if arg.startswith("--") and equals and value == "--":
+            parser.error(f"argument {option}: '--' is not a value; give one after {option}=")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
     try:
+        _refuse_double_dash_values(parser, sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse exits on --help and on usage errors
         return int(exit_.code or 0)
@@ -62,7 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _logging_to_stderr(args.verbose):
             return commands[args.command](args)
-    except ClientBalanceError as error:
+    except ConfigError as error:  # a bad argument or setting: one line, as argparse's are
+        _render.say("error: " + " ".join(str(error).splitlines()))
+        return _render.EXIT_FAILED
+    except ClientBalanceError as error:  # may carry a log's tail: shown as it is
         _render.say(f"error: {error}")
         return _render.EXIT_FAILED
     except KeyboardInterrupt:  # --watch runs until Ctrl-C

@@ -9,17 +9,62 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from client_balance import admin
+from client_balance.admin._reset import parse_reset_target
 from client_balance.cli import _render
 from client_balance.cli._broker import running_broker_address
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["COMMANDS", "add_parsers"]
+
+_MAX_WATCH_S: Final = 86_400.0
+"""The longest --watch period: a day (time.sleep overflows somewhere past 292 years)."""
+
+
+def _watch_seconds(text: str) -> float:
+    """--watch: seconds between refreshes, finite and > 0 (nan, inf and 0 would never refresh)."""
+    seconds = _number(text)
+    if not 0 < seconds <= _MAX_WATCH_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; use a finite number of seconds > 0 (at most "
+            f"{_MAX_WATCH_S:g})"
+        )
+    return seconds
+
+
+def _age_seconds(text: str) -> float:
+    """--older-than-s: a finite number of seconds >= 0."""
+    seconds = _number(text)
+    if not 0 <= seconds < math.inf:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; use a finite number of seconds >= 0"
+        )
+    return seconds
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+
+
+def _reset_target(text: str) -> str:
+    """--to: earliest, latest or ms since the epoch; never a negative number (Kafka's sentinels)."""
+    try:
+        parse_reset_target(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; use earliest, latest or a time in milliseconds since the "
+            "epoch (a whole number >= 0)"
+        ) from None
+    return text
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,8 +83,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     status.add_argument("--group", required=True)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument(
-        "--watch", type=float, nargs="?", const=2.0, default=None, metavar="SECONDS",
-        help="refresh every SECONDS (default 2) until Ctrl-C",
+        "--watch", type=_watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
+        help="refresh every SECONDS (> 0, default 2) until Ctrl-C",
     )  # fmt: skip
     common(status)
 
@@ -52,8 +97,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     reset.add_argument("--group", required=True)
     reset.add_argument(
-        "--to", required=True, help="earliest, latest, or a time in ms since the epoch"
-    )
+        "--to", required=True, type=_reset_target,
+        help="earliest, latest, or a time in ms since the epoch (>= 0)",
+    )  # fmt: skip
     reset.add_argument(
         "--topic", action="append", default=[], help="topic to reset (default: those reported)"
     )
@@ -64,7 +110,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     reap.add_argument("--group", required=True)
     reap.add_argument(
-        "--older-than-s", type=float, default=None, metavar="SECONDS",
+        "--older-than-s", type=_age_seconds, default=None, metavar="SECONDS",
         help="dead this long past their lease (default: the setting reap_after_s, 3600)",
     )  # fmt: skip
     common(reap)
@@ -94,7 +140,7 @@ def _status(args: argparse.Namespace) -> int:
         view = admin.GroupView.load(settings, args.group)
         return json.dumps(view.to_dict(), indent=2) if args.json else _render.group_view(view)
 
-    if args.watch:
+    if args.watch is not None:
         _render.watch(frame, args.watch)
     _render.show(frame())
     return _render.EXIT_OK

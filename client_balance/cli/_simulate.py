@@ -139,7 +139,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
             sys.path.insert(0, os.getcwd())
         strategies = [get_strategy(name) for name in names]
     except ConfigError as error:
-        _render.say(f"client-balance simulate: error: {error}")
+        _render.say("client-balance simulate: error: " + " ".join(str(error).splitlines()))
         return _render.EXIT_USAGE
     results = {strategy.name: simulate(plan, strategy) for strategy in strategies}
     if args.json:

@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from client_balance import admin
 from client_balance._kafka import read_ranges
+from client_balance._secrets import MaskedConfig
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
 from client_balance.strategies import Strategy, get_strategy
@@ -76,8 +77,14 @@ class NodePartition(InputPartition):
     node_id: int
     ranges: tuple[tuple[str, int, int, int], ...]
     """(topic, partition, start, end) with end exclusive."""
-    kafka: dict[str, str]
+    kafka: Mapping[str, str]
+    """The reader's librdkafka configuration: a :class:`MaskedConfig`, so the partition's repr
+    (Spark logs and shows it) never shows a secret, while its pickle carries the real values."""
     batch_max_messages: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kafka, MaskedConfig):
+            object.__setattr__(self, "kafka", MaskedConfig(self.kafka))
 
 
 class ClientBalanceDataSource(DataSource):

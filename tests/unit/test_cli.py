@@ -9,6 +9,7 @@ import pytest
 
 from client_balance import admin
 from client_balance.cli import _render, main
+from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 from tests.source_scan import calls, imports
 
@@ -109,6 +110,23 @@ def test_missing_or_malformed_arguments_exit_2(
     captured = capsys.readouterr()
     assert message in captured.err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--topics=--", "--members", "C1"],
+        ["simulate", "--topics", "t:2", "--members", "C1", "--then-add=--"],
+        ["status", "--group=--", "--bootstrap-servers", "127.0.0.1:1"],
+        ["reset-offsets", "--group", "g", "--to=--", "--bootstrap-servers", "127.0.0.1:1"],
+    ],
+)
+def test_an_option_given_double_dash_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--option=-- (which argparse turns into an unconverted []) exits 2, never a traceback."""
+    assert main(argv) == 2
+    assert "'--' is not a value" in capsys.readouterr().err
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -285,3 +303,140 @@ def test_wide_tables_are_not_wrapped_when_not_a_terminal(
     assert main(argv) == 0
     [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("C1 ")]
     assert row.split() == ["C1", *(f"t-{number}" for number in range(1000)), "1000"]
+
+
+# --- hostile arguments and settings ------------------------------------------------------------
+
+CANARY = "canary-pw-5e1d"
+
+
+@pytest.fixture
+def no_cluster_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every admin call the commands could make is recorded and answered offline."""
+    called: list[str] = []
+
+    def recorder(name: str, answer: Any) -> Any:
+        def call(*_: Any, **__: Any) -> Any:
+            called.append(name)
+            return answer
+
+        return call
+
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(recorder("load", VIEW)))
+    monkeypatch.setattr(admin, "reset_offsets", recorder("reset_offsets", {}))
+    monkeypatch.setattr(admin, "reap_dead_members", recorder("reap_dead_members", []))
+    return called
+
+
+@pytest.mark.parametrize("seconds", ["-1", "0", "-0.0", "inf", "nan", "NaN", "1e400", "86401"])
+def test_watch_must_be_a_positive_finite_period(
+    seconds: str,
+    no_cluster_calls: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A --watch of -1, 0, inf or nan is a usage error naming the option and what is allowed."""
+    monkeypatch.setattr(time, "sleep", lambda _: pytest.fail("--watch slept"))
+    assert main([*STATUS_ARGV, "--watch", seconds]) == 2
+    err = capsys.readouterr().err
+    assert f"argument --watch: {seconds!r} is not allowed" in err
+    assert "finite number of seconds > 0" in err
+    assert no_cluster_calls == []
+
+
+@pytest.mark.parametrize(
+    "to", ["-2", "-1", "-0", "+5", "1.5", "", " ", "1_000", "\u0665", "9" * 30]
+)
+def test_reset_to_refuses_negative_and_malformed_times(
+    to: str, no_cluster_calls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """reset-offsets --to -2 is refused (it is Kafka's earliest sentinel), as is any non-time."""
+    argv = ["reset-offsets", "--group", "g", "--bootstrap-servers", "127.0.0.1:1", "--to", to]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"argument --to: {to!r} is not allowed" in err
+    assert "a whole number >= 0" in err
+    assert no_cluster_calls == []
+
+
+@pytest.mark.parametrize("to", ["earliest", "latest", "LATEST", "0", "1700000000000"])
+def test_reset_to_takes_names_and_times(to: str, no_cluster_calls: list[str]) -> None:
+    """Named positions and times >= 0 reach reset_offsets."""
+    argv = ["reset-offsets", "--group", "g", "--bootstrap-servers", "127.0.0.1:1", "--to", to]
+    assert main(argv) == 0
+    assert no_cluster_calls == ["reset_offsets"]
+
+
+@pytest.mark.parametrize(
+    ("to", "topics"), [("-2", ()), ("-1", ()), ("1e3", ()), ("earliest", ("bad topic",))]
+)
+def test_reset_offsets_refuses_bad_input_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, to: str, topics: tuple[str, ...]
+) -> None:
+    """The library call itself refuses a negative time or a bad topic name before reading."""
+
+    def load(*_: Any, **__: Any) -> admin.GroupView:
+        raise AssertionError("the cluster was asked")
+
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(load))
+    settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:1", group_id="g")
+    with pytest.raises(ConfigError):
+        admin.reset_offsets(settings, "g", to, topics=topics)
+
+
+@pytest.mark.parametrize("seconds", ["-1", "nan", "inf", "-inf", "1e400"])
+def test_reap_age_must_be_finite_and_not_negative(
+    seconds: str, no_cluster_calls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reap's --older-than-s takes a finite time >= 0; nan and inf never reach the cluster."""
+    argv = ["reap", "--group", "g", "--bootstrap-servers", "127.0.0.1:1"]
+    assert main([*argv, f"--older-than-s={seconds}"]) == 2
+    assert "argument --older-than-s:" in capsys.readouterr().err
+    assert no_cluster_calls == []
+
+
+def test_config_errors_are_one_line_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ConfigError, even one with line breaks, ends the command with one line and code 1."""
+
+    def load(*_: Any, **__: Any) -> admin.GroupView:
+        raise ConfigError("first\nsecond")
+
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(load))
+    assert main(STATUS_ARGV) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "error: first second\n"
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "kafka",
+    [
+        "{not json",
+        f'{{"sasl.password": "{CANARY}"',
+        f'{{"sasl.password": ["{CANARY}"]}}',
+        f'{{"sasl.password": {{"x": "{CANARY}"}}}}',
+        f'{{"sasl.password": "{CANARY}", "group.id": "x"}}',
+        f'{{"sasl.password": "{CANARY}", "enable.auto.commit": "yes"}}',
+        f'["{CANARY}"]',
+    ],
+)
+@pytest.mark.usefixtures("no_cluster_calls")
+def test_bad_kafka_settings_end_with_one_line_and_no_secret(
+    kafka: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed CLIENT_BALANCE_KAFKA is one line on stderr, exit 1, and never the secret."""
+    monkeypatch.setenv("CLIENT_BALANCE_KAFKA", kafka)
+    for argv in (
+        STATUS_ARGV,
+        ["groups", "--bootstrap-servers", "127.0.0.1:1"],
+        ["reap", "--group", "g", "--bootstrap-servers", "127.0.0.1:1"],
+        ["reset-offsets", "--group", "g", "--bootstrap-servers", "127.0.0.1:1", "--to", "0"],
+    ):
+        assert main(argv) == 1, argv
+        captured = capsys.readouterr()
+        assert captured.err.startswith("error: ")
+        assert captured.err.count("\n") == 1
+        assert "kafka" in captured.err.lower()
+        assert CANARY not in captured.err + captured.out

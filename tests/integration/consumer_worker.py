@@ -34,7 +34,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -195,21 +195,10 @@ class Worker:
                 [self.args.topic], self.args.source_count, self.args.node_id, mode=self.args.mode
             )
             _say("started")
-            last_message_at = time.monotonic()
-            while not self.stop:
-                self.write_held(consumer)
-                try:
-                    result = consumer.get_message(timeout_s=0.2)
-                except NoMessageError as nothing:
-                    if nothing.code == NoMessageError.NO_PARTITION:
-                        # Not idle: waiting for partitions (a dead predecessor's lease, say).
-                        last_message_at = time.monotonic()
-                    idle = self.args.stop_after_idle_s
-                    if idle is not None and time.monotonic() - last_message_at > idle:
-                        break
-                    continue
-                if result.messages:
-                    last_message_at = time.monotonic()
+            for result in results_until_idle(
+                consumer, lambda: self.stop, self.args.stop_after_idle_s,
+                on_each_wait=lambda: self.write_held(consumer),
+            ):  # fmt: skip
                 self.handle(consumer, result, out, log)
             self.write_held(consumer, force=True)
         _say(f"node {self.args.node_id} done after {self.batches} batches")
@@ -254,6 +243,33 @@ class Worker:
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         """Ask the loop to stop; the consumer then shuts down and commits."""
         self.stop = True
+
+
+def results_until_idle(
+    consumer: ClientBalanceConsumer,
+    stopped: Callable[[], bool],
+    stop_after_idle_s: float | None,
+    on_each_wait: Callable[[], None],
+) -> Iterator[ConsumeResult]:
+    """Batches until ``stopped()``, or until ``stop_after_idle_s`` passed without a message.
+
+    Waiting for partitions (a dead predecessor's lease, say) is not idleness.
+    """
+    last_message_at = time.monotonic()
+    while not stopped():
+        on_each_wait()
+        try:
+            result = consumer.get_message(timeout_s=0.2)
+        except NoMessageError as nothing:
+            if nothing.code == NoMessageError.NO_PARTITION:
+                last_message_at = time.monotonic()
+            idle_s = time.monotonic() - last_message_at
+            if stop_after_idle_s is not None and idle_s > stop_after_idle_s:
+                return
+            continue
+        if result.messages:
+            last_message_at = time.monotonic()
+        yield result
 
 
 def _say(text: str) -> None:

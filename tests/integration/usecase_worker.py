@@ -40,9 +40,9 @@ from client_balance import (
     ClientBalanceSettings,
     ConsumeResult,
     InvalidConfirmContextError,
-    NoMessageError,
     PartitionKey,
 )
+from tests.integration.consumer_worker import results_until_idle
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples"))
@@ -219,20 +219,10 @@ class Worker:
                 mode=self.args.mode, pinned=pins,
             )  # fmt: skip
             _say("started")
-            last_message_at = time.monotonic()
-            while not self.stop:
-                self.write_held(consumer)
-                try:
-                    result = consumer.get_message(timeout_s=0.2)
-                except NoMessageError as nothing:
-                    if nothing.code == NoMessageError.NO_PARTITION:
-                        last_message_at = time.monotonic()
-                    idle = self.args.stop_after_idle_s
-                    if idle is not None and time.monotonic() - last_message_at > idle:
-                        break
-                    continue
-                if result.messages:
-                    last_message_at = time.monotonic()
+            for result in results_until_idle(
+                consumer, lambda: self.stop, self.args.stop_after_idle_s,
+                on_each_wait=lambda: self.write_held(consumer),
+            ):  # fmt: skip
                 self.handle(consumer, counter, result, out)
             self.write_held(consumer, force=True)
         _say(f"done after {self.batches} batches")

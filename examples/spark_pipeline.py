@@ -2,14 +2,19 @@
 
     python examples/spark_pipeline.py --bootstrap 127.0.0.1:9092 --out /tmp/pipeline
     python examples/spark_pipeline.py --bootstrap ... --out ... --stream --checkpoint /tmp/ck
+    python examples/spark_pipeline.py --master spark://127.0.0.1:7077 --bootstrap ... --out ...
 
 Reads ``orders`` (JSON ``{"product", "qty", "price", "ts"}``) and ``stock`` (deliveries,
 ``{"product", "qty", "ts"}``) with the client-balanced source (each Spark task one node of
-``--source-count``), and computes orders, units and revenue per product per minute, and each
-product's stock level (delivered minus ordered). Batch mode writes both tables as Parquet under
-``--out`` and prints the products by revenue. ``--stream`` runs the per-minute aggregation as
-a Structured Streaming query into Parquet with ``--checkpoint``: a restart goes on where it
-stopped, and the group ``--group`` sees the committed offsets.
+``--source-count``, by default the cluster's default parallelism), and computes orders, units
+and revenue per product per minute, and each product's stock level (delivered minus ordered).
+Batch mode writes both tables as Parquet under ``--out`` and prints the products by revenue.
+``--stream`` runs the per-minute aggregation as a Structured Streaming query into Parquet with
+``--checkpoint``: a restart goes on where it stopped, and the group ``--group`` sees the
+committed offsets. ``--orders`` and ``--stock`` name the topics. ``--master`` is Spark's master
+URL (``local[2]`` by default): on a cluster, ``--out`` and ``--checkpoint`` must be folders that
+the driver and every executor see, and the executors run ``PYSPARK_PYTHON`` (this interpreter
+unless set), which must have client-balance installed on every machine.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from rich.table import Table
 EVENT_SCHEMA = "product STRING, qty INT, price DOUBLE, ts DOUBLE"
 
 
-def session(app: str) -> Any:
-    """A local Spark session whose Python workers run this interpreter."""
+def session(app: str, master: str = "local[2]") -> Any:
+    """A Spark session on ``master`` whose Python workers run this interpreter."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind to this machine only
     from pyspark.sql import SparkSession  # noqa: PLC0415 - after PYSPARK_PYTHON is set
@@ -36,7 +41,7 @@ def session(app: str) -> Any:
     from client_balance.spark import register  # noqa: PLC0415 - imports pyspark
 
     spark = (
-        SparkSession.builder.master("local[2]").appName(app)
+        SparkSession.builder.master(master).appName(app)
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")
@@ -52,12 +57,14 @@ def events(spark: Any, args: argparse.Namespace, topic: str, *, stream: bool = F
     from pyspark.sql import functions as f  # noqa: PLC0415 - imports pyspark
 
     reader = spark.readStream if stream else spark.read
-    raw = (
+    reader = (
         reader.format("client_balance")
         .option("kafka.bootstrap.servers", args.bootstrap).option("topics", topic)
         .option("group.id", args.group).option("startingOffsets", args.starting)
-        .option("sourceCount", args.source_count).load()
     )  # fmt: skip
+    if args.source_count is not None:  # else the cluster's default parallelism
+        reader = reader.option("sourceCount", args.source_count)
+    raw = reader.load()
     parsed = raw.select(
         f.from_json(f.col("value").cast("string"), EVENT_SCHEMA).alias("e"), "node_id"
     )
@@ -85,8 +92,8 @@ def run_batch(spark: Any, args: argparse.Namespace) -> list[Any]:
     """The batch pipeline; the products by revenue, with their stock level."""
     from pyspark.sql import functions as f  # noqa: PLC0415 - imports pyspark
 
-    orders = events(spark, args, "orders")
-    stock = events(spark, args, "stock")
+    orders = events(spark, args, args.orders)
+    stock = events(spark, args, args.stock)
     minutes = per_minute(orders)
     minutes.write.mode("overwrite").parquet(str(args.out / "orders_per_minute"))
     delivered = stock.groupBy("product").agg(f.sum("qty").alias("delivered"))
@@ -108,7 +115,7 @@ def run_batch(spark: Any, args: argparse.Namespace) -> list[Any]:
 def run_stream(spark: Any, args: argparse.Namespace) -> None:
     """The per-minute aggregation as a streaming query, until everything available is read."""
     query = (
-        per_minute(events(spark, args, "orders", stream=True).withWatermark("at", "1 minute"))
+        per_minute(events(spark, args, args.orders, stream=True).withWatermark("at", "1 minute"))
         .writeStream.outputMode("append").format("parquet")
         .option("path", str(args.out / "orders_per_minute_stream"))
         .option("checkpointLocation", str(args.checkpoint))
@@ -138,7 +145,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--bootstrap", default=os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS"))
     parser.add_argument("--out", type=Path, required=True, help="Parquet output folder")
     parser.add_argument("--group", default="pipeline", help="Kafka group of the source")
-    parser.add_argument("--source-count", type=int, default=2, help="nodes = Spark tasks")
+    parser.add_argument(
+        "--master", default="local[2]", help="Spark master URL, e.g. spark://127.0.0.1:7077"
+    )
+    parser.add_argument("--orders", default="orders", help="topic of the order events")
+    parser.add_argument("--stock", default="stock", help="topic of the stock deliveries")
+    parser.add_argument(
+        "--source-count", type=int, help="nodes = Spark tasks (default: the default parallelism)"
+    )
     parser.add_argument(
         "--starting", default="earliest", help="startingOffsets: earliest, latest or committed"
     )
@@ -155,7 +169,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the pipeline once; 0 on success."""
     args = parse_args(argv)
-    spark = session("client-balance-pipeline")
+    spark = session("client-balance-pipeline", args.master)
     try:
         if args.stream:
             run_stream(spark, args)

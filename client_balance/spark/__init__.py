@@ -7,10 +7,11 @@
           .option("topics", "orders,stock").option("group.id", "pipeline")
           .option("sourceCount", 4).load())
 
-Each Spark task is one node of ``sourceCount``; the partitions go to nodes by ``strategy``, as
-they would to the SDK's worker processes. A strategy registered with ``register_strategy``
-before ``register(spark)`` goes along to Spark's Python workers; a ``module:attr`` reference or
-an entry point is found there by name. The only module that imports pyspark.
+Each Spark task is one node of ``sourceCount`` (by default the session's default parallelism,
+read by ``register``); the partitions go to nodes by ``strategy``, as they would to the SDK's
+worker processes. A strategy registered with ``register_strategy`` before ``register(spark)``
+goes along to Spark's Python workers; a ``module:attr`` reference or an entry point is found
+there by name. The only module that imports pyspark.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ __all__ = [
 def register(spark: Any) -> None:
     """Make ``spark.read.format("client_balance")`` available in this session.
 
-    The strategies registered in this process so far go along: register yours first.
+    The strategies registered in this process so far go along: register yours first. So does
+    the session's default parallelism, read here on the driver: it is the number of nodes of a
+    read without ``sourceCount``. On a cluster, register once the executors have joined.
     """
-    spark.dataSource.register(with_strategies(registered_strategies()))
+    # Spark Connect has no SparkContext (its sessions raise an AttributeError for it): the
+    # planning process then falls back to its own CPU count.
+    context = getattr(spark, "sparkContext", None)
+    parallelism = None if context is None else int(context.defaultParallelism)
+    spark.dataSource.register(
+        with_strategies(registered_strategies(), default_parallelism=parallelism)
+    )

@@ -53,7 +53,7 @@ class SourceOptions:
     topics: tuple[str, ...]
     group_id: str | None
     source_count: int | None
-    """None: the driver's CPU count (Spark's default parallelism in local mode)."""
+    """As given; None: ``default_source_count``, at most one node per partition."""
     strategy: str
     starting: dict[str, dict[int, int]] | int
     """A sentinel for every partition, or per topic -> partition -> offset or sentinel."""
@@ -65,6 +65,14 @@ class SourceOptions:
     """Streaming: commit each finished micro-batch's end to ``group_id``."""
     max_offsets_per_trigger: int | None = None
     """Streaming: most messages per micro-batch (None: all available)."""
+    read_held_partitions: bool = False
+    """Read partitions that live SDK members of ``group_id`` hold (read-only: no commits)."""
+    status_topic: str = "__client_balance_status"
+    """Where the group's live members are looked up (``statusTopic``)."""
+    default_source_count: int | None = None
+    """The nodes when ``sourceCount`` is not given: the default parallelism of the session the
+    source was registered in (``client_balance.spark.register`` reads it on the driver). None
+    (registered by hand, or through Spark Connect): the CPU count where the read is planned."""
 
     def __post_init__(self) -> None:
         # Whoever builds the options, their repr (in Spark's plans and logs) shows no secret.
@@ -79,8 +87,10 @@ class SourceOptions:
 
     def nodes(self, partitions: int) -> int:
         """How many nodes (Spark tasks) read ``partitions`` partitions."""
-        wanted = self.source_count or os.cpu_count() or 1
-        return max(1, min(wanted, partitions)) if self.source_count is None else wanted
+        if self.source_count is not None:
+            return self.source_count
+        wanted = self.default_source_count or os.cpu_count() or 1
+        return max(1, min(wanted, partitions))
 
 
 def _offsets(
@@ -180,8 +190,14 @@ def _group_id(value: str | None) -> str | None:
     return value
 
 
-def parse_options(options: Mapping[str, str]) -> SourceOptions:
-    """Check the reader options (keys compared without case, as Spark does)."""
+def parse_options(
+    options: Mapping[str, str], *, default_source_count: int | None = None
+) -> SourceOptions:
+    """Check the reader options (keys compared without case, as Spark does).
+
+    ``default_source_count`` is the node count without ``sourceCount`` (see
+    :attr:`SourceOptions.default_source_count`).
+    """
     given = _strings(options)
     kafka = _kafka_options(given)
     servers = given.get("kafka.bootstrap.servers", "").strip()
@@ -207,6 +223,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
             "option group.id is required with startingOffsets=committed (the default): it names "
             "the Kafka group whose committed offsets the read starts from"
         )
+    read_held = _flag("readHeldPartitions", given.get("readheldpartitions"), default=False)
     return SourceOptions(
         bootstrap_servers=servers,
         topics=topics,
@@ -222,11 +239,25 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
             "batchMaxMessages", given.get("batchmaxmessages"), 10_000, _MAX_BATCH_MESSAGES
         )
         or 10_000,
-        commit_to_kafka=_flag("commitToKafka", given.get("committokafka"), default=True),
+        # Reading what live workers hold is read-only: a commit would overwrite their positions.
+        commit_to_kafka=not read_held
+        and _flag("commitToKafka", given.get("committokafka"), default=True),
+        read_held_partitions=read_held,
+        status_topic=_status_topic(given.get("statustopic")),
         max_offsets_per_trigger=_positive_int(
             "maxOffsetsPerTrigger", given.get("maxoffsetspertrigger"), None, _MAX_LONG
         ),
+        default_source_count=default_source_count,
     )
+
+
+def _status_topic(value: str | None) -> str:
+    if value is None:
+        return "__client_balance_status"
+    try:
+        return check_topic_name(value.strip())
+    except ConfigError as error:
+        raise ConfigError(f"statusTopic={_shown(value)} is not allowed: {error}") from None
 
 
 def _flag(name: str, value: str | None, *, default: bool) -> bool:

@@ -6,14 +6,15 @@ On the driver, ``partitions()`` asks Kafka for each partition's range (its water
 group's committed offsets), resolves ``startingOffsets``/``endingOffsets`` into ``[start, end)``
 per partition, and hands the partitions to ``sourceCount`` nodes with the chosen strategy, the
 same one the SDK's workers use. Each task (``read()``, on an executor) reads its node's ranges
-with a client of its own and yields Arrow record batches with exactly the schema's types.
+with a client of its own and yields Arrow record batches with exactly the schema's types
+(``_read``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -22,7 +23,6 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import (
     ArrayType,
@@ -36,10 +36,11 @@ from pyspark.sql.types import (
 )
 
 from client_balance import admin
-from client_balance._kafka import read_ranges
 from client_balance._secrets import MaskedConfig
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
+from client_balance.spark._ownership import held_by_live_members, refuse_held
+from client_balance.spark._read import read_node
 from client_balance.strategies import Strategy, get_strategy
 from client_balance.strategies._nodes import node_assignment, partition_counts
 from client_balance.strategies._registry import adopt_strategies
@@ -67,7 +68,8 @@ SCHEMA = StructType(
 """Spark's Kafka source columns, plus the node that read the row."""
 
 _READER_GROUP = "__client_balance_spark_reader"
-_IDLE_TIMEOUT_S = 60.0
+_OWNERSHIP_TIMEOUT_S = 30.0
+"""Bound on reading the group's status view before a read is planned."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,16 @@ class NodePartition(InputPartition):
 class ClientBalanceDataSource(DataSource):
     """``spark.read.format("client_balance")``: Kafka through client-balanced nodes.
 
-    Spark plans the read in Python worker processes of its own, so a strategy registered in the
-    driver's process is unknown there: :func:`with_strategies` makes a subclass that carries
-    them along (``client_balance.spark.register`` uses it).
+    Spark plans the read in Python worker processes of its own, with no SparkContext, so a
+    strategy registered in the driver's process is unknown there, and so is the cluster's
+    default parallelism: :func:`with_strategies` makes a subclass that carries both along
+    (``client_balance.spark.register`` uses it).
     """
 
     strategies: ClassVar[Mapping[str, Strategy]] = {}
     """Strategies registered where the source was registered, by name."""
+    default_parallelism: ClassVar[int | None] = None
+    """The registering session's default parallelism: the nodes without ``sourceCount``."""
 
     @classmethod
     def name(cls) -> str:
@@ -110,26 +115,37 @@ class ClientBalanceDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader; the options are checked here, on the driver."""
         adopt_strategies(self.strategies)
-        return _BatchReader(parse_options(self.options))
+        return _BatchReader(
+            parse_options(self.options, default_source_count=self.default_parallelism)
+        )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         """The micro-batch reader."""
         adopt_strategies(self.strategies)
-        return _StreamReader(parse_options(self.options))
+        return _StreamReader(
+            parse_options(self.options, default_source_count=self.default_parallelism)
+        )
 
 
-def with_strategies(strategies: Mapping[str, Strategy]) -> type[ClientBalanceDataSource]:
-    """The data source, carrying ``strategies`` to the processes where Spark plans the read.
+def with_strategies(
+    strategies: Mapping[str, Strategy], *, default_parallelism: int | None = None
+) -> type[ClientBalanceDataSource]:
+    """The data source, carrying what the processes where Spark plans the read cannot know.
 
-    Spark pickles the class it registers (by value when it is made here, as this one is),
-    and with it the strategies: their rules then need not be importable in those processes.
+    ``strategies`` (registered in the driver) and ``default_parallelism`` (the session's)
+    become class attributes. Spark pickles the class it registers (by value when it is made
+    here, as this one is), and them with it: the rules need not be importable in those processes.
     """
-    if not strategies:
+    if not strategies and default_parallelism is None:
         return ClientBalanceDataSource
     return type(
         ClientBalanceDataSource.__name__,
         (ClientBalanceDataSource,),
-        {"strategies": dict(strategies), "__doc__": ClientBalanceDataSource.__doc__},
+        {
+            "strategies": dict(strategies),
+            "default_parallelism": default_parallelism,
+            "__doc__": ClientBalanceDataSource.__doc__,
+        },
     )
 
 
@@ -144,10 +160,12 @@ class _BatchReader(DataSourceReader):
             tp: _range(tp, low, high, committed, options)
             for tp, (low, high, committed) in offsets.items()
         }
+        _refuse_live_holders(options, ranges)
         return _node_partitions(ranges, options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(partition)
+        assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
+        return read_node(partition)
 
 
 class _StreamReader(DataSourceStreamReader):
@@ -168,6 +186,7 @@ class _StreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
         """Where a query without a checkpoint starts: ``startingOffsets``."""
         found = self._offsets()
+        _refuse_live_holders(self._options, found)
         return _offset_json(
             {tp: _pick(self._options.starting, tp, *bounds) for tp, bounds in found.items()}
         )
@@ -204,7 +223,8 @@ class _StreamReader(DataSourceStreamReader):
         return _node_partitions(ranges, self._options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(partition)
+        assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
+        return read_node(partition)
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Everything before ``end`` is processed: commit it to the Kafka group."""
@@ -216,6 +236,21 @@ class _StreamReader(DataSourceStreamReader):
             admin.commit_offsets(
                 options.bootstrap_servers, options.group_id, offsets, kafka=options.kafka
             )
+
+
+def _refuse_live_holders(options: SourceOptions, partitions: Iterable[TopicPartition]) -> None:
+    """Refuse to read what live SDK members of the group hold (``_ownership``), unless told."""
+    if options.group_id is None or options.read_held_partitions:
+        return
+    held = held_by_live_members(
+        partitions,
+        bootstrap_servers=options.bootstrap_servers,
+        group_id=options.group_id,
+        kafka=options.kafka,
+        status_topic=options.status_topic,
+        timeout_s=_OWNERSHIP_TIMEOUT_S,
+    )
+    refuse_held(held, options.group_id)
 
 
 def _cut(
@@ -282,19 +317,6 @@ def _node_partitions(
     ]
 
 
-def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
-    arrow_schema = to_arrow_schema(SCHEMA, timezone="UTC")
-    wanted = {TopicPartition(t, p): (start, end) for t, p, start, end in partition.ranges}
-    for messages in read_ranges(
-        partition.kafka,
-        wanted,
-        batch_max_messages=partition.batch_max_messages,
-        idle_timeout_s=_IDLE_TIMEOUT_S,
-    ):
-        yield _to_arrow(messages, partition.node_id, arrow_schema)
-
-
 def _range(
     tp: TopicPartition, low: int, high: int, committed: int | None, options: SourceOptions
 ) -> tuple[int, int]:
@@ -320,25 +342,3 @@ def _pick(
     if offset == COMMITTED:
         return low if committed is None else min(max(committed, low), high)
     return min(max(offset, low), high)
-
-
-def _to_arrow(messages: list[Any], node_id: int, schema: pa.Schema) -> pa.RecordBatch:
-    stamps = [message.timestamp() for message in messages]
-    columns = [
-        [message.key() for message in messages],
-        [message.value() for message in messages],
-        [message.topic() for message in messages],
-        [message.partition() for message in messages],
-        [message.offset() for message in messages],
-        [stamp * 1000 if kind else None for kind, stamp in stamps],
-        [kind - 1 if kind else -1 for kind, _ in stamps],
-        [
-            [{"key": k, "value": v} for k, v in headers] if (headers := message.headers()) else []
-            for message in messages
-        ],
-        [node_id] * len(messages),
-    ]
-    arrays = [
-        pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)

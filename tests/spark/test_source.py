@@ -309,3 +309,27 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(
     assert max(rows) <= 100
     distinct = spark.sql("SELECT count(DISTINCT partition, offset) AS n FROM bounded").first()
     assert distinct.n == 1_000
+
+
+def test_a_read_refuses_partitions_live_workers_hold_unless_told(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """A read of a group whose live worker holds a partition names it; readHeldPartitions reads."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 20, partitions=2)
+    group = f"spark-owned-{uuid.uuid4().hex[:8]}"
+    settings = ClientBalanceSettings(
+        bootstrap_servers=kafka_bootstrap, group_id=group, reconcile_interval_s=1.0
+    )
+    options = {"group.id": group, "startingOffsets": "earliest"}
+    with ClientBalanceConsumer(settings) as worker:
+        worker.start([topic], -1, 0, pinned=[f"{topic}:0"])
+        deadline = time.monotonic() + 30
+        while not worker.registered_partitions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(Exception, match=re.escape(worker.consumer_id)):
+            read(spark, kafka_bootstrap, topic, **options).collect()
+        rows = read(spark, kafka_bootstrap, topic, readHeldPartitions="true", **options).collect()
+        assert len(rows) == 20
+        found = partition_offsets(kafka_bootstrap, group, [topic])
+    assert found[TopicPartition(topic, 1)][2] is None  # the read committed nothing

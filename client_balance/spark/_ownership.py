@@ -1,0 +1,59 @@
+"""A Spark read and the group's live members: what a live SDK member holds is not read.
+
+A batch read with a ``group.id`` reads that group's partitions, and may commit to it. If live
+workers of the same group hold some of them, both would read the same messages, and the read's
+commits would overwrite the workers' positions. So the driver reads the group's status view
+first and refuses, naming the members, unless ``readHeldPartitions`` asks to read them anyway:
+then the read is read-only (nothing is committed to the group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from client_balance.admin._view import read_group
+from client_balance.errors import PartitionOccupiedError
+from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["held_by_live_members", "refuse_held"]
+
+_SHOWN = 5  # partitions named in the error; the count says how many more
+
+
+def held_by_live_members(
+    partitions: Iterable[TopicPartition],
+    *,
+    bootstrap_servers: str,
+    group_id: str,
+    kafka: Mapping[str, Any],
+    status_topic: str,
+    timeout_s: float,
+) -> dict[TopicPartition, str]:
+    """Which of ``partitions`` a live member of ``group_id`` holds now (partition -> member)."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers=bootstrap_servers,
+        group_id=group_id,
+        kafka=dict(kafka),
+        status_topic=status_topic,
+    )
+    state, _ = read_group(settings, group_id, timeout_s)
+    holders = state.live_holders()
+    return {tp: holders[tp] for tp in sorted(set(partitions)) if tp in holders}
+
+
+def refuse_held(held: Mapping[TopicPartition, str], group_id: str) -> None:
+    """Raise :class:`PartitionOccupiedError` (410) naming the members if ``held`` is not empty."""
+    if not held:
+        return
+    shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:_SHOWN])
+    more = f" and {len(held) - _SHOWN} more" if len(held) > _SHOWN else ""
+    first, holder = sorted(held.items())[0]
+    raise PartitionOccupiedError(
+        f"live members of group {group_id!r} hold partitions this read would read: {shown}{more}; "
+        "stop them first, or set the option readHeldPartitions=true to read them anyway "
+        "(read-only: nothing is committed to the group)",
+        key=str(first),
+        holder=holder,
+    )

@@ -1,0 +1,284 @@
+"""A task's read path without Spark or a broker: Arrow columns as before, ranges cut exactly."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError, Message
+from pyspark.sql.pandas.types import to_arrow_schema
+
+import client_balance._kafka._ranges as ranges_module
+import client_balance.spark._read as read_module
+from client_balance._kafka import read_ranges
+from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS
+from client_balance.keys import TopicPartition
+from client_balance.spark import NodePartition
+from client_balance.spark._read import _to_arrow, read_node
+from client_balance.spark._source import SCHEMA
+
+pytestmark = pytest.mark.spark
+
+ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
+CREATE, LOG_APPEND, NONE = 1, 2, 0  # confluent-kafka's timestamp types
+
+
+def _reference(messages: list[Any], node_id: int, schema: pa.Schema) -> pa.RecordBatch:
+    """The conversion as it was before the rework (row by row), the oracle for the new one."""
+    stamps = [message.timestamp() for message in messages]
+    columns = [
+        [message.key() for message in messages],
+        [message.value() for message in messages],
+        [message.topic() for message in messages],
+        [message.partition() for message in messages],
+        [message.offset() for message in messages],
+        [stamp * 1000 if kind else None for kind, stamp in stamps],
+        [kind - 1 if kind else -1 for kind, _ in stamps],
+        [
+            [{"key": k, "value": v} for k, v in headers] if (headers := message.headers()) else []
+            for message in messages
+        ],
+        [node_id] * len(messages),
+    ]
+    arrays = [
+        pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _message(
+    topic: str = "t",
+    partition: int = 0,
+    offset: int = 0,
+    *,
+    key: bytes | None = None,
+    value: bytes | None = b"v",
+    timestamp: tuple[int, int] = (CREATE, 1_700_000_000_123),
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+    error: KafkaError | None = None,
+) -> Message:
+    return Message(
+        topic=topic, partition=partition, offset=offset, key=key, value=value,
+        timestamp=timestamp, headers=headers, error=error,
+    )  # fmt: skip
+
+
+def _mixed() -> list[Message]:
+    return [
+        _message("a", 0, 7, key=b"k0", value=b"x" * 100),
+        _message("a", 0, 8, key=None, value=None, timestamp=(LOG_APPEND, 5)),
+        _message("b", 3, 0, key=b"", value=b"", timestamp=(NONE, 0)),
+        _message("b", 3, 1, headers=[("type", b"paid"), ("empty", None), ("", b"")]),
+        _message("a", 1, 2**40, headers=[], timestamp=(CREATE, -1)),
+        _message("a", 1, 2**40 + 1, key=b"\x00\xff", headers=[("h", b"\x00")]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        _mixed(),
+        [_message("only", 5, offset) for offset in range(100)],
+        [_message("t", 0, 1, timestamp=(NONE, 0)), _message("t", 0, 2, timestamp=(NONE, 0))],
+        [_message("t", p, 0, headers=[("k", b"v")] if p % 2 else None) for p in range(6)],
+    ],
+    ids=["mixed", "one-topic", "no-timestamps", "some-headers"],
+)
+def test_batches_equal_the_row_by_row_conversion(messages: list[Message]) -> None:
+    """Every column, type, null, header list and timestamp is what the old conversion made."""
+    made = _to_arrow(messages, 3, ARROW_SCHEMA)
+    expected = _reference(messages, 3, ARROW_SCHEMA)
+    assert made.schema.equals(ARROW_SCHEMA)  # what Spark checks before it takes a batch
+    assert made.equals(expected)
+    assert made.to_pylist() == expected.to_pylist()
+
+
+def test_headers_are_empty_lists_never_nulls() -> None:
+    """A message without headers has [] in the headers column, with headers around it or not."""
+    for messages in ([_message()], [_message(headers=[("k", b"v")]), _message()]):
+        headers = _to_arrow(messages, 0, ARROW_SCHEMA).column("headers")
+        assert headers.null_count == 0
+        assert headers.to_pylist()[-1] == []
+
+
+def test_timestamps_are_microseconds_and_kafka_types() -> None:
+    """Create time is type 0, log-append 1, none -1 with a null timestamp; ms become µs."""
+    batch = _to_arrow(
+        [_message(timestamp=(CREATE, 1_000)), _message(timestamp=(LOG_APPEND, 2)),
+         _message(timestamp=(NONE, 0))],
+        0, ARROW_SCHEMA,
+    )  # fmt: skip
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [1_000_000, 2_000, None]
+    assert batch.column("timestampType").to_pylist() == [0, 1, -1]
+
+
+def test_an_empty_list_is_an_empty_batch_of_the_schema() -> None:
+    """No messages: a batch of no rows with the source's schema."""
+    batch = _to_arrow([], 0, ARROW_SCHEMA)
+    assert batch.num_rows == 0
+    assert batch.schema.equals(ARROW_SCHEMA)
+
+
+class _FakeConsumer:
+    """Plays a consumer's ``consume()`` answers and records what the reader asks of it."""
+
+    def __init__(self, answers: list[list[Message]], positions: dict[tuple[str, int], int]):
+        self.answers = answers
+        self.positions = positions
+        self.assigned: list[tuple[str, int, int]] = []
+        self.unassigned: list[tuple[str, int]] = []
+        self.asked: list[int] = []
+        self.closed = False
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = [(p.topic, p.partition, p.offset) for p in partitions]
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        self.asked.append(num_messages)
+        return self.answers.pop(0) if self.answers else []
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        self.unassigned += [(p.topic, p.partition) for p in partitions]
+
+    def position(self, partitions: list[Any]) -> list[Any]:
+        for p in partitions:
+            p.offset = self.positions.get((p.topic, p.partition), -1001)
+        return partitions
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``read_ranges`` builds a ``_FakeConsumer``; the dict gets its answers and the client."""
+    box: dict[str, Any] = {"answers": [], "positions": {}}
+
+    def client(config: dict[str, Any]) -> _FakeConsumer:
+        box["config"] = config
+        consumer = _FakeConsumer(box["answers"], box["positions"])
+        box["consumer"] = consumer
+        return consumer
+
+    monkeypatch.setattr(ranges_module, "reader_client", client)
+    return box
+
+
+def _offsets(batches: list[list[Message]]) -> list[tuple[str | None, int | None, int | None]]:
+    return [(m.topic(), m.partition(), m.offset()) for batch in batches for m in batch]
+
+
+def test_ranges_keep_exactly_their_messages(fake: dict[str, Any]) -> None:
+    """Past-the-end, unknown-partition and error messages are dropped; the rest kept in order."""
+    error = _message(error=KafkaError(KafkaError._TRANSPORT))
+    fake["answers"] += [
+        [_message("a", 0, 0), _message("a", 0, 1), _message("b", 0, 5), error,
+         _message("a", 0, 2), _message("a", 0, 3), _message("z", 9, 0), _message("b", 0, 6)],
+        [_message("b", 0, 7), _message("b", 0, 8), _message("a", 0, 4)],
+    ]  # fmt: skip
+    wanted = {TopicPartition("a", 0): (0, 3), TopicPartition("b", 0): (5, 8)}
+    got = list(read_ranges({"x": 1}, wanted, batch_max_messages=10, idle_timeout_s=5))
+    assert _offsets(got) == [
+        ("a", 0, 0), ("a", 0, 1), ("b", 0, 5), ("a", 0, 2), ("b", 0, 6), ("b", 0, 7)
+    ]  # fmt: skip
+    consumer = fake["consumer"]
+    assert consumer.assigned == [("a", 0, 0), ("b", 0, 5)]
+    assert consumer.unassigned == [("a", 0), ("b", 0)]
+    assert consumer.closed
+
+
+def test_a_batch_inside_its_ranges_is_passed_on_as_it_is(fake: dict[str, Any]) -> None:
+    """Nothing to drop: the consume() list itself is yielded, not a copy."""
+    batch = [_message("a", p, o) for p in (0, 1) for o in range(3)]
+    fake["answers"].append(batch)
+    wanted = {TopicPartition("a", 0): (0, 3), TopicPartition("a", 1): (0, 3)}
+    got = list(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=5))
+    assert got == [batch]
+    assert got[0] is batch
+
+
+def test_a_range_whose_end_is_skipped_ends_at_the_first_message_past_it(
+    fake: dict[str, Any],
+) -> None:
+    """A gap at the end (a transaction marker, a compacted record) still finishes the range."""
+    fake["answers"] += [[_message("a", 0, 0), _message("a", 0, 2), _message("a", 0, 3)]]
+    wanted = {TopicPartition("a", 0): (0, 2)}
+    got = list(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=5))
+    assert _offsets(got) == [("a", 0, 0)]
+    assert fake["consumer"].unassigned == [("a", 0)]
+
+
+def test_a_range_ending_on_a_marker_ends_by_its_position(fake: dict[str, Any]) -> None:
+    """No message at end - 1 and none after it: the position past the end finishes it."""
+    fake["answers"] += [[_message("a", 0, 0)], []]
+    fake["positions"][("a", 0)] = 2
+    wanted = {TopicPartition("a", 0): (0, 2)}
+    got = list(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=5))
+    assert _offsets(got) == [("a", 0, 0)]
+
+
+def test_same_partition_numbers_of_two_topics_stay_apart(fake: dict[str, Any]) -> None:
+    """Runs are told apart by topic too: a:0 and b:0 back to back are two ranges."""
+    fake["answers"].append(
+        [_message("a", 0, 0), _message("a", 0, 1), _message("b", 0, 0), _message("b", 0, 1)]
+    )
+    wanted = {TopicPartition("a", 0): (0, 1), TopicPartition("b", 0): (0, 2)}
+    got = list(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=5))
+    assert _offsets(got) == [("a", 0, 0), ("b", 0, 0), ("b", 0, 1)]
+
+
+def test_the_reader_asks_for_no_more_than_its_ranges_hold(fake: dict[str, Any]) -> None:
+    """consume() is asked for what is left at most, so the read's end waits for no timeout."""
+    fake["answers"] += [[_message("a", 0, o) for o in range(4)], [_message("a", 0, 4)]]
+    got = list(read_ranges({}, {TopicPartition("a", 0): (0, 5)}, batch_max_messages=4,
+                           idle_timeout_s=5))  # fmt: skip
+    assert len(got) == 2
+    assert fake["consumer"].asked == [4, 1]
+
+
+def test_the_reader_fetches_with_the_sdk_settings_unless_told_otherwise(
+    fake: dict[str, Any],
+) -> None:
+    """The fetching consumer's librdkafka defaults apply; a kafka. option overrides them."""
+    fake["answers"].append([_message("a", 0, 0)])
+    given = {"fetch.queue.backoff.ms": 500, "bootstrap.servers": "h:1"}
+    list(
+        read_ranges(given, {TopicPartition("a", 0): (0, 1)}, batch_max_messages=5, idle_timeout_s=5)
+    )
+    assert fake["config"] == {**LIBRDKAFKA_DEFAULTS, **given}
+
+
+def test_the_collector_is_paused_for_the_read_and_resumed_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GC is off while batches are made and back on once the read ends or is abandoned."""
+    seen: list[bool] = []
+
+    def batches(*_: Any, **__: Any) -> Iterator[list[Message]]:
+        for offset in range(3):
+            seen.append(gc.isenabled())
+            yield [_message("t", 0, offset)]
+
+    monkeypatch.setattr(read_module, "read_ranges", batches)
+    partition = NodePartition(
+        node_id=1, ranges=(("t", 0, 0, 3),), kafka={"bootstrap.servers": "h:1"},
+        batch_max_messages=10,
+    )  # fmt: skip
+    assert gc.isenabled()
+    assert sum(batch.num_rows for batch in read_node(partition)) == 3
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+    abandoned = read_node(partition)
+    next(abandoned)
+    assert not gc.isenabled()
+    abandoned.close()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        list(read_node(partition))
+        assert not gc.isenabled()  # it was off before: left off
+    finally:
+        gc.enable()

@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["Deadline"]
+from client_balance.errors import ConfigError
+
+__all__ = ["MAX_WAIT_S", "Deadline", "check_seconds"]
+
+MAX_WAIT_S = 1e9
+"""Longest wait a call accepts: threading's waits overflow near 9.2e9 s."""
 
 
 class Deadline:
@@ -25,3 +30,16 @@ class Deadline:
     def expired(self) -> bool:
         """Whether no time is left."""
         return self._clock() >= self._end_s
+
+
+def check_seconds(name: str, value: object, *, below_s: float = MAX_WAIT_S) -> float:
+    """A number of seconds given to a call: finite, >= 0 and below ``below_s``, else ConfigError.
+
+    nan and inf fail the range comparison; bools and strings are refused by type.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < below_s:
+        raise ConfigError(
+            f"{name}={value!r} is not allowed; give a finite number of seconds >= 0 "
+            f"(below {below_s:g})"
+        )
+    return float(value)

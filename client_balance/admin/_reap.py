@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
+from client_balance._timing import check_seconds
 from client_balance.admin._view import read_group
-from client_balance.errors import ConfigError
 from client_balance.membership import StatusWriter, status_secret
 from client_balance.settings import ClientBalanceSettings
 
@@ -36,14 +36,7 @@ def reap_dead_members(
     group = group or settings.group_id
     grace_s = settings.reap_after_s if older_than_s is None else older_than_s
     # Checked before the cluster is read: nan passed "< 0" and failed later in int().
-    if (
-        isinstance(grace_s, bool)
-        or not isinstance(grace_s, int | float)
-        or not 0 <= grace_s < _MAX_AGE_S
-    ):
-        raise ConfigError(
-            f"older_than_s={older_than_s!r} is not allowed; use a finite number of seconds >= 0"
-        )
+    grace_s = check_seconds("older_than_s", grace_s, below_s=_MAX_AGE_S)
     state, partition = read_group(settings, group, timeout_s)
     now_ms = max(state.last_ms, int(time.time() * 1000))
     dead = state.dead_records(now_ms, int(grace_s * 1000))

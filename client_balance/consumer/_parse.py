@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from client_balance._timing import check_seconds
 from client_balance.errors import ConfigError, InvalidConfirmContextError
 from client_balance.keys import (
     RESUME_OFFSET,
@@ -31,7 +32,6 @@ _CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
 _DECIMAL = re.compile(r"[0-9]+")
 _LEADER = re.compile(r"-1|[0-9]+")  # a broker id, or -1 for "no leader"
 _MODES = ", ".join(repr(mode.value) for mode in GroupMode)
-_MAX_WAIT_S = 1e9  # threading's waits overflow near 9.2e9 s; nan and inf fail the comparison
 
 
 def resolve_mode(
@@ -145,16 +145,7 @@ def parse_pins(pins: Mapping[str, int] | Iterable[str]) -> dict[TopicPartition, 
 
 def check_wait(name: str, value: object) -> float:
     """A wait in seconds given to a call: a finite number >= 0, else ConfigError naming it."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value < _MAX_WAIT_S
-    ):
-        raise ConfigError(
-            f"{name}={value!r} is not allowed; give a finite number of seconds >= 0 "
-            f"(below {_MAX_WAIT_S:g})"
-        )
-    return float(value)
+    return check_seconds(name, value)
 
 
 def check_flag(name: str, value: object) -> bool:

@@ -42,7 +42,7 @@ class MemberView:
     node_id: int
     source_count: int
     mode: str
-    """Its group mode: ``node``, ``manual`` or ``elastic``."""
+    """Its group mode: ``node``, ``manual``, ``elastic``, or ``spark`` (a streaming query)."""
     topics: tuple[str, ...]
     strategy: str
     version: str

@@ -22,6 +22,7 @@ from client_balance.membership._records import GroupState, MemberReport
 __all__ = ["check_group", "check_signing"]
 
 _log = get_logger("membership")
+_SPARK = "spark"
 
 
 def check_group(state: GroupState, me: MemberReport, group: str) -> None:
@@ -30,12 +31,18 @@ def check_group(state: GroupState, me: MemberReport, group: str) -> None:
     425/426: other topics or filter sets (every mode, as in TubeMQ). 429: a node-mode member
     meets an earlier member with another source count, or a member of another mode next to
     node-mode members. 430: an earlier live node-mode member has the same node id. Node-mode
-    members must also agree on the strategy, or their shares overlap and leave gaps.
+    members must also agree on the strategy, or their shares overlap and leave gaps. A ``spark``
+    member (a streaming query) neither passes nor imposes these checks: it takes no share of the
+    split, it only holds (claims and pins) what it reads.
     """
     source_count, node_id, mode = me.source_count, me.node_id, me.mode
+    if mode == _SPARK:
+        return
     mine = state.join_order(me.consumer_id)
     for other_id, report in state.live_reports().items():
         if other_id == me.consumer_id or state.join_order(other_id) > mine:
+            continue
+        if report.mode == _SPARK:
             continue
         if _died_here(report):
             continue  # a predecessor on this host that was killed: its lease will lapse

@@ -68,7 +68,7 @@ class MemberReport:
     """Offset of the member's first report (None in that report itself): who came first."""
     fenced: bool = False
     mode: str = "node"
-    """The member's group mode (``node``, ``manual``, ``elastic``)."""
+    """The member's group mode (``node``, ``manual``, ``elastic``; ``spark``: a streaming query)."""
     status_partitions: int = 0
     """Its ``status_topic_partitions`` (0: a report from before the setting existed)."""
     filters: dict[str, list[str]] = field(default_factory=dict)

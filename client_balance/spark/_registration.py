@@ -1,0 +1,185 @@
+"""A streaming query as a member of its Kafka group on the status topic (mode ``spark``).
+
+A streaming query with a ``group.id`` runs for hours next to the group's SDK workers, so it
+takes part in the group's ownership the way a worker does: it joins the status topic as a
+member of mode ``spark``, **claims** every partition it reads (a claim that loses to a live
+worker fails the query: both would read the same messages) and **pins** them, so workers that
+start later leave them alone (every mode takes other members' pins out of its target). Its
+report carries each partition's position (the end of the last finished micro-batch), the
+group's committed offset and the high watermark, so ``client-balance status`` shows the query
+and its lag. When the query stops, Spark calls the stream reader's ``stop()`` and the member
+leaves; if the driver dies, its lease lapses like any member's.
+
+A ``spark`` member takes no part in the group checks (topics, source count, strategy): it does
+not share the strategy's split, it only holds what it reads.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+
+from client_balance._logging import get_logger
+from client_balance._version import __version__
+from client_balance.errors import PartitionOccupiedError
+from client_balance.keys import TopicPartition
+from client_balance.membership import HeldPartition, MemberReport, StatusMember
+from client_balance.settings import ClientBalanceSettings
+from client_balance.spark._options import SourceOptions
+
+__all__ = ["QueryMembership"]
+
+_log = get_logger("spark")
+
+SPARK_MODE = "spark"
+_LEASE_WAIT_POLL_S = 0.05
+
+
+class QueryMembership:
+    """A streaming query's membership of ``options.group_id`` (module docstring).
+
+    ``hold`` joins on its first call and claims what is new on every later one; ``leave`` is
+    idempotent. Not thread-safe: Spark calls a stream reader from one thread.
+    """
+
+    def __init__(self, options: SourceOptions, *, source_count: int) -> None:
+        if options.group_id is None:
+            raise ValueError("a query without group.id is no member of a group")
+        self._options = options
+        self._group_id = options.group_id
+        self._source_count = source_count
+        self._settings = ClientBalanceSettings(
+            bootstrap_servers=options.bootstrap_servers,
+            group_id=options.group_id,
+            kafka=dict(options.kafka),
+            status_topic=options.status_topic,
+        )
+        self._consumer_id = (
+            f"{options.group_id}_{socket.gethostname()}-{os.getpid()}-"
+            f"{uuid.uuid4().hex[:12]}-Spark-{__version__}"
+        )
+        self._positions: dict[TopicPartition, int] = {}
+        self._highs: dict[TopicPartition, int] = {}
+        self._status: StatusMember | None = None
+        self._left = False
+
+    @property
+    def consumer_id(self) -> str:
+        """``<group>_<host>-<pid>-<random>-Spark-<version>``: the query's member id."""
+        return self._consumer_id
+
+    def hold(
+        self, positions: Mapping[TopicPartition, int], highs: Mapping[TopicPartition, int]
+    ) -> None:
+        """Hold ``highs``' partitions, standing at ``positions``; raise if a live member has one.
+
+        Raises :class:`PartitionOccupiedError` naming the member when a partition is held or
+        pinned by another live member: the query must not read beside it.
+        """
+        self._positions.update(positions)
+        self._highs.update(highs)
+        status = self._status
+        if status is None:
+            status = self._join()
+        self._wait_for_lease(status)
+        wanted = set(self._highs)
+        pinned_by_others = {
+            tp: member
+            for tp, member in status.pins().items()
+            if tp in wanted and member != self._consumer_id
+        }
+        if pinned_by_others:
+            self._refuse(pinned_by_others)
+        new = wanted - status.claimed()
+        if new:
+            lost = {tp: holder for tp, holder in status.claim(sorted(new)).items() if holder}
+            if lost:
+                self._refuse(lost)  # leaving withdraws the claims won
+        status.report_soon()
+
+    def leave(self) -> None:
+        """Withdraw the claims and the report: the query stopped. Idempotent."""
+        if self._left:
+            return
+        self._left = True
+        if self._status is not None:
+            self._status.leave()
+            _log.info("streaming query left its group", consumer_id=self._consumer_id)
+
+    def _join(self) -> StatusMember:
+        status = StatusMember(
+            self._settings,
+            self._consumer_id,
+            self._describe,
+            on_change=_nothing,
+            on_fenced=self._fenced,
+        )
+        status.join()
+        self._status = status
+        try:
+            # Only the signing check bites: a spark member takes no part in the others.
+            status.check_group(self._describe())
+        except BaseException:
+            self.leave()
+            raise
+        _log.info("streaming query joined its group", consumer_id=self._consumer_id)
+        return status
+
+    def _refuse(self, held: Mapping[TopicPartition, str]) -> None:
+        self.leave()
+        first, holder = sorted(held.items())[0]
+        shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:5])
+        raise PartitionOccupiedError(
+            f"live members of group {self._group_id!r} hold or pinned partitions this streaming "
+            f"query reads: {shown}; stop them first, or set readHeldPartitions=true to read "
+            "them anyway (read-only: the query then neither commits nor joins the group)",
+            key=str(first),
+            holder=holder,
+        )
+
+    def _wait_for_lease(self, status: StatusMember) -> None:
+        """After a pause past the lease (a long GC of the driver), report before claiming."""
+        if status.lease_ok():
+            return
+        status.report_soon()
+        deadline = time.monotonic() + self._settings.request_timeout_s
+        while not status.lease_ok() and time.monotonic() < deadline:
+            time.sleep(_LEASE_WAIT_POLL_S)
+
+    def _fenced(self, fenced: bool) -> None:
+        if fenced:
+            # The claims lapse with the lease; the next hold() claims them afresh, or fails
+            # the query if a worker took one meanwhile.
+            _log.warning("streaming query missed its lease", consumer_id=self._consumer_id)
+
+    def _describe(self) -> MemberReport:
+        keys = sorted(self._highs)
+        committed = self._options.commit_to_kafka
+        return MemberReport(
+            consumer_id=self._consumer_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            node_id=0,
+            source_count=self._source_count,
+            topics=tuple(sorted({tp.topic for tp in keys} | set(self._options.topics))),
+            strategy=self._options.strategy,
+            version=__version__,
+            lease_timeout_s=self._settings.lease_timeout_s,
+            held={
+                str(tp): HeldPartition(
+                    confirmed=self._positions.get(tp, 0),
+                    committed=self._positions.get(tp) if committed else None,
+                    high=self._highs[tp],
+                )
+                for tp in keys
+            },
+            mode=SPARK_MODE,
+            pinned=[str(tp) for tp in keys],
+        )
+
+
+def _nothing() -> None:
+    """Changes of the group need no action: the query holds what it reads, whoever joins."""

@@ -21,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
+from typing import NoReturn
 
 from client_balance._logging import get_logger
 from client_balance._version import __version__
@@ -36,6 +37,7 @@ _log = get_logger("spark")
 
 SPARK_MODE = "spark"
 _LEASE_WAIT_POLL_S = 0.05
+_RETRY_CLAIM_S = 0.5
 
 
 class QueryMembership:
@@ -45,7 +47,14 @@ class QueryMembership:
     idempotent. Not thread-safe: Spark calls a stream reader from one thread.
     """
 
-    def __init__(self, options: SourceOptions, *, source_count: int) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        *,
+        source_count: int,
+        lease_timeout_s: float = 30.0,
+        report_interval_s: float = 10.0,
+    ) -> None:
         if options.group_id is None:
             raise ValueError("a query without group.id is no member of a group")
         self._options = options
@@ -56,6 +65,9 @@ class QueryMembership:
             group_id=options.group_id,
             kafka=dict(options.kafka),
             status_topic=options.status_topic,
+            lease_timeout_s=lease_timeout_s,
+            report_interval_s=report_interval_s,
+            request_timeout_s=min(10.0, lease_timeout_s / 2),  # the settings bound it by the lease
         )
         self._consumer_id = (
             f"{options.group_id}_{socket.gethostname()}-{os.getpid()}-"
@@ -85,20 +97,44 @@ class QueryMembership:
         if status is None:
             status = self._join()
         self._wait_for_lease(status)
-        wanted = set(self._highs)
-        pinned_by_others = {
-            tp: member
-            for tp, member in status.pins().items()
-            if tp in wanted and member != self._consumer_id
-        }
-        if pinned_by_others:
-            self._refuse(pinned_by_others)
-        new = wanted - status.claimed()
-        if new:
-            lost = {tp: holder for tp, holder in status.claim(sorted(new)).items() if holder}
-            if lost:
-                self._refuse(lost)  # leaving withdraws the claims won
+        self._take(status, set(self._highs))
         status.report_soon()
+
+    def _take(self, status: StatusMember, wanted: set[TopicPartition]) -> None:
+        """Claim what of ``wanted`` is new; refuse if a live member holds or pinned one.
+
+        A query restarted from its checkpoint may find its previous run still there: Spark
+        stops a stream reader's process without notice, so that run's claims and pins stay
+        until its process handles the signal, or its lease lapses. So while every member in
+        the way is a ``spark`` member, this tries again until the longest of their leases
+        has passed; any other member in the way refuses the query at once.
+        """
+        deadline_s: float | None = None
+        while True:
+            blocked = {
+                tp: member
+                for tp, member in status.pins().items()
+                if tp in wanted and member != self._consumer_id
+            }
+            new = wanted - status.claimed() - blocked.keys()
+            if new and not blocked:
+                verdicts = status.claim(sorted(new))
+                blocked = {tp: holder for tp, holder in verdicts.items() if holder}
+            if not blocked:
+                return
+            reports = status.live_reports()
+            in_the_way = [reports.get(member) for member in set(blocked.values())]
+            if any(report is None or report.mode != SPARK_MODE for report in in_the_way):
+                self._refuse(blocked)  # leaving withdraws the claims won
+            if deadline_s is None:
+                longest_s = max(report.lease_timeout_s for report in in_the_way if report)
+                deadline_s = time.monotonic() + longest_s + self._settings.request_timeout_s
+                _log.info(
+                    "waiting for an earlier query to leave", members=sorted(set(blocked.values()))
+                )
+            if time.monotonic() > deadline_s:
+                self._refuse(blocked)
+            time.sleep(_RETRY_CLAIM_S)
 
     def leave(self) -> None:
         """Withdraw the claims and the report: the query stopped. Idempotent."""
@@ -128,7 +164,7 @@ class QueryMembership:
         _log.info("streaming query joined its group", consumer_id=self._consumer_id)
         return status
 
-    def _refuse(self, held: Mapping[TopicPartition, str]) -> None:
+    def _refuse(self, held: Mapping[TopicPartition, str]) -> NoReturn:
         self.leave()
         first, holder = sorted(held.items())[0]
         shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:5])

@@ -6,6 +6,8 @@ this process; ``test_streaming_membership.py`` runs the same through a Spark que
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -26,7 +28,8 @@ def _membership(bootstrap: str, group: str, topic: str) -> QueryMembership:
     options = parse_options(
         {"kafka.bootstrap.servers": bootstrap, "topics": topic, "group.id": group}
     )
-    return QueryMembership(options, source_count=2)
+    # A short lease: a refusal after an earlier query waits one lease for it to leave.
+    return QueryMembership(options, source_count=2, lease_timeout_s=4.0, report_interval_s=1.0)
 
 
 @pytest.fixture
@@ -185,3 +188,47 @@ def test_a_partition_new_to_the_query_is_claimed_when_it_appears(
         )
     finally:
         query.leave()
+
+
+_EARLIER_RUN = """
+import sys, time
+from client_balance.keys import TopicPartition
+from client_balance.spark import parse_options
+from client_balance.spark._registration import QueryMembership
+
+bootstrap, group, topic = sys.argv[1:]
+options = parse_options({"kafka.bootstrap.servers": bootstrap, "topics": topic, "group.id": group})
+query = QueryMembership(options, source_count=1, lease_timeout_s=4.0, report_interval_s=1.0)
+query.hold({TopicPartition(topic, 0): 0}, {TopicPartition(topic, 0): 0})
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_restarted_query_takes_over_once_its_killed_run_lapsed(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """A run SIGKILLed while holding (Spark gives no notice) blocks its restart one lease only."""
+    topic = new_topic(partitions=1)
+    group = f"query-{uuid.uuid4().hex[:8]}"
+    earlier = subprocess.Popen(
+        [sys.executable, "-c", _EARLIER_RUN, kafka_bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert earlier.stdout is not None
+        assert earlier.stdout.readline().strip() == "holding"
+    finally:
+        earlier.kill()
+        earlier.wait()
+    partitions = _partitions(topic, 1)
+    restarted = _membership(kafka_bootstrap, group, topic)
+    try:
+        restarted.hold(dict.fromkeys(partitions, 0), dict.fromkeys(partitions, 0))
+        holds = _view(kafka_bootstrap, group).live_members
+        assert [(m.consumer_id, m.holds) for m in holds] == [
+            (restarted.consumer_id, (str(partitions[0]),))
+        ]
+    finally:
+        restarted.leave()

@@ -17,10 +17,13 @@ not share the strategy's split, it only holds what it reads.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from types import FrameType
 from typing import NoReturn
 
 from client_balance._logging import get_logger
@@ -31,13 +34,14 @@ from client_balance.membership import HeldPartition, MemberReport, StatusMember
 from client_balance.settings import ClientBalanceSettings
 from client_balance.spark._options import SourceOptions
 
-__all__ = ["QueryMembership"]
+__all__ = ["QueryMembership", "leave_on_terminate"]
 
 _log = get_logger("spark")
 
 SPARK_MODE = "spark"
 _LEASE_WAIT_POLL_S = 0.05
 _RETRY_CLAIM_S = 0.5
+_LEAVE_ON_TERMINATE_S = 5.0
 
 
 class QueryMembership:
@@ -215,6 +219,35 @@ class QueryMembership:
             mode=SPARK_MODE,
             pinned=[str(tp) for tp in keys],
         )
+
+
+def leave_on_terminate(membership: QueryMembership) -> None:
+    """Leave the group when the process is terminated, then end as the signal would have.
+
+    Spark stops a streaming query by terminating the stream reader's Python process, without
+    calling ``stop()``: without this the query would hold its partitions for one more lease.
+    That process serves this one reader, so its SIGTERM handler is the reader's to set; only
+    from the main thread, where Python runs signal handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        # In a thread of its own: the signal may have interrupted this thread inside hold(),
+        # holding a lock that leaving takes. A leave that cannot finish soon is left to the lease.
+        leaving = threading.Thread(target=membership.leave, name="client-balance-leave")
+        leaving.start()
+        leaving.join(_LEAVE_ON_TERMINATE_S)
+        if previous == signal.SIG_IGN:
+            return
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, handle)
 
 
 def _nothing() -> None:

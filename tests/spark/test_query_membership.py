@@ -6,6 +6,7 @@ this process; ``test_streaming_membership.py`` runs the same through a Spark que
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import uuid
@@ -194,15 +195,48 @@ _EARLIER_RUN = """
 import sys, time
 from client_balance.keys import TopicPartition
 from client_balance.spark import parse_options
-from client_balance.spark._registration import QueryMembership
+from client_balance.spark._registration import QueryMembership, leave_on_terminate
 
-bootstrap, group, topic = sys.argv[1:]
+bootstrap, group, topic, lease_s = sys.argv[1:]
 options = parse_options({"kafka.bootstrap.servers": bootstrap, "topics": topic, "group.id": group})
-query = QueryMembership(options, source_count=1, lease_timeout_s=4.0, report_interval_s=1.0)
+query = QueryMembership(
+    options, source_count=1, lease_timeout_s=float(lease_s), report_interval_s=1.0
+)
+leave_on_terminate(query)
 query.hold({TopicPartition(topic, 0): 0}, {TopicPartition(topic, 0): 0})
 print("holding", flush=True)
 time.sleep(600)
 """
+
+
+def _earlier_run(bootstrap: str, group: str, topic: str, lease_s: float) -> subprocess.Popen[str]:
+    """A process holding partition 0 as a query would, until it is signalled."""
+    run = subprocess.Popen(
+        [sys.executable, "-c", _EARLIER_RUN, bootstrap, group, topic, str(lease_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdout is not None
+    assert run.stdout.readline().strip() == "holding"
+    return run
+
+
+def test_a_terminated_query_process_leaves_its_group_at_once(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """SIGTERM (how Spark stops a stream reader) withdraws the member before the process ends."""
+    topic = new_topic(partitions=1)
+    group = f"query-{uuid.uuid4().hex[:8]}"
+    run = _earlier_run(kafka_bootstrap, group, topic, 600.0)
+    try:
+        assert [m.mode for m in _view(kafka_bootstrap, group).live_members] == ["spark"]
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(30) == -signal.SIGTERM
+    finally:
+        run.kill()
+        run.wait()
+    # With a 600 s lease, only the withdrawal can have ended the membership.
+    assert _view(kafka_bootstrap, group).live_members == ()
 
 
 def test_a_restarted_query_takes_over_once_its_killed_run_lapsed(
@@ -211,17 +245,9 @@ def test_a_restarted_query_takes_over_once_its_killed_run_lapsed(
     """A run SIGKILLed while holding (Spark gives no notice) blocks its restart one lease only."""
     topic = new_topic(partitions=1)
     group = f"query-{uuid.uuid4().hex[:8]}"
-    earlier = subprocess.Popen(
-        [sys.executable, "-c", _EARLIER_RUN, kafka_bootstrap, group, topic],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert earlier.stdout is not None
-        assert earlier.stdout.readline().strip() == "holding"
-    finally:
-        earlier.kill()
-        earlier.wait()
+    earlier = _earlier_run(kafka_bootstrap, group, topic, 4.0)
+    earlier.kill()
+    earlier.wait()
     partitions = _partitions(topic, 1)
     restarted = _membership(kafka_bootstrap, group, topic)
     try:

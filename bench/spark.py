@@ -4,7 +4,8 @@ Both read the same topic (``--messages`` messages of 100 bytes in 8 partitions, 
 into Spark's ``noop`` sink, in the same ``local[2]`` session, from the earliest offsets to the
 end. Spark's source is ``spark-sql-kafka-0-10_2.13`` with its runtime dependencies
 (``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients``, ``commons-pool2``), fetched from
-Maven Central once into ``~/.cache/client-balance/spark-kafka-<version>``; ``--connector``
+Maven Central once into ``~/.cache/client-balance/spark-kafka-<version>`` by
+``client_balance.spark.kafka_connector_jars`` (the Spark tests use it too); ``--connector``
 picks the version, by default 4.2.0, the newest that resolves there (it runs on PySpark 4.3).
 Ours: the ``client_balance`` data source with ``sourceCount`` = 2 (one node per core) and its
 default options. Spark's source runs with its defaults too (one task per Kafka partition).
@@ -34,12 +35,10 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from consumer import broker, produce  # bench/consumer.py: the benches' broker and data
@@ -48,52 +47,6 @@ from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessa
 
 BENCH = "spark"
 PARTITIONS = 8
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>bench</groupId><artifactId>spark-kafka</artifactId><version>1</version>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.spark</groupId>
-      <artifactId>spark-sql-kafka-0-10_2.13</artifactId>
-      <version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
-# Spark's poms name a Google Cloud mirror of Maven Central first; send everything to Central.
-_CENTRAL_ONLY = """<settings><mirrors><mirror>
-  <id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url>
-</mirror></mirrors></settings>
-"""
-# Spark itself and what it already ships stay out of the extra classpath.
-_SHIPPED = ("spark-core", "spark-sql_", "spark-catalyst", "scala-", "slf4j", "hadoop", "jackson")
-
-
-def spark_kafka_jars(spark_version: str) -> list[str]:
-    """The connector and its runtime dependencies, fetched with Maven the first time."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = cache / "client-balance" / f"spark-kafka-{spark_version}"
-    if not any(folder.glob("spark-sql-kafka-*.jar")):
-        build = Path(tempfile.mkdtemp(prefix="spark-kafka-pom-"))
-        (build / "pom.xml").write_text(_POM.format(version=spark_version))
-        (build / "settings.xml").write_text(_CENTRAL_ONLY)
-        partial = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise RuntimeError("mvn (Apache Maven) is not on PATH; it fetches the connector")
-        done = subprocess.run(
-            [mvn, "-B", "-q", "-U", "-s", str(build / "settings.xml"), "-f", str(build / "pom.xml"),
-             "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={partial}"],
-            capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
-        shutil.rmtree(build, ignore_errors=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"Maven could not fetch the Spark Kafka connector:\n{done.stdout}")
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
-    return sorted(str(jar) for jar in folder.glob("*.jar") if not jar.name.startswith(_SHIPPED))
 
 
 def session(jars: list[str]) -> Any:
@@ -220,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import pyspark  # noqa: PLC0415 - the extra may be missing; only this bench needs it
 
+    from client_balance.spark import kafka_connector_jars  # noqa: PLC0415 - imports pyspark
+
     sizes = args.messages or [2_000_000, 5_000_000]
-    jars = spark_kafka_jars(args.connector)
+    jars = kafka_connector_jars(args.connector)
     peer_name = f"spark-sql-kafka-0-10_2.13-{args.connector} on pyspark-{pyspark.__version__}"
     common = {"peer_name": peer_name, "spark": "local[2]", "runs": args.runs}
     with broker() as (bootstrap, broker_name):

@@ -22,6 +22,7 @@ survives pickling (Spark ships exceptions between processes)::
     ├── TooFrequentError                    421  retried too soon after a 410
     ├── PartitionUnsubscribableError        422  no leader, topic gone, or not authorized
     ├── CallbackError                            the assigner or a partition hook failed
+    ├── DataLossError                            offsets a read was to read are gone from Kafka
     ├── GroupConflictError                       this member contradicts the live group
     │   ├── InconsistentTopicsError         425  other topics than the group's
     │   ├── InconsistentFiltersError        426  other filter sets than the group's
@@ -51,6 +52,7 @@ __all__ = [
     "CallbackError",
     "ClientBalanceError",
     "ConfigError",
+    "DataLossError",
     "DuplicateNodeIdError",
     "GroupConflictError",
     "GroupInUseError",
@@ -227,6 +229,21 @@ class CallbackError(ClientBalanceError):
         super().__init__(message)
         self.callback = callback
         self.round_number = round_number
+
+
+class DataLossError(ClientBalanceError):
+    """Offsets a read was to read are gone from Kafka: deleted by retention or ``delete_records``.
+
+    ``partition`` is the partition's key (``"orders:3"``), and ``[lost_from, lost_to)`` the
+    offsets it no longer has. A gap inside a partition that still has its data (a compacted
+    record, a transaction marker) is no loss.
+    """
+
+    def __init__(self, message: str, *, partition: str, lost_from: int, lost_to: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.lost_from = lost_from
+        self.lost_to = lost_to
 
 
 class TooFrequentError(ClientBalanceError):

@@ -40,6 +40,7 @@ from client_balance._kafka._errors import (
     GROUP_IN_USE_CODES,
     TIMED_OUT,
     TRANSIENT_KAFKA_CODES,
+    data_lost,
     from_kafka_exception,
     is_transient,
     timed_out,
@@ -48,6 +49,7 @@ from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermark
 from client_balance._kafka._offsets import (
     commit_offsets,
     offsets_for_times,
+    offsets_for_timestamps,
     partition_offsets,
     read_starts,
 )
@@ -82,6 +84,7 @@ __all__ = [
     "cluster_answers",
     "commit_offsets",
     "create_topics",
+    "data_lost",
     "ensure_topic",
     "fetch_client",
     "from_kafka_exception",
@@ -90,6 +93,7 @@ __all__ = [
     "is_transient",
     "kafka_tp",
     "offsets_for_times",
+    "offsets_for_timestamps",
     "partition_leader",
     "partition_offsets",
     "producer_client",

@@ -109,7 +109,8 @@ def fetch_client(
 def reader_client(config: KafkaConfig) -> Consumer:
     """A one-off reader (a Spark task, a status reader): assign-only, no commits, no EOF events.
 
-    A start below the log's start reads from its start.
+    A start below the log's start reads from its start, unless ``config`` says otherwise: a
+    Spark task's reader sets ``auto.offset.reset=error`` to see the loss (``_ranges``).
     """
     return Consumer(
         {

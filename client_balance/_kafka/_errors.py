@@ -4,6 +4,9 @@ Duck-typed on ``KafkaException.args[0]`` (a ``KafkaError``), so the mapping stay
 a stand-in. :func:`timed_out` is the one way to say "no answer in time", and
 :func:`is_transient` the one judgement of whether an error only means "not reachable for now".
 
+An offset a reader asked for that the log no longer has becomes :class:`DataLossError`
+(:func:`is_out_of_range`, :func:`data_lost`).
+
 A refused login names the SASL mechanism and user of the client's settings (never the
 password), and a refused request the operation and resource its caller names, since the
 broker's own words ("Topic authorization failed") name neither; neither kind is transient.
@@ -14,16 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from client_balance.errors import ClientBalanceError, KafkaClientError
+from client_balance.errors import ClientBalanceError, DataLossError, KafkaClientError
+from client_balance.keys import TopicPartition
 
 __all__ = [
     "AUTHENTICATION_CODES",
     "AUTHORIZATION_CODES",
     "GROUP_IN_USE_CODES",
+    "OUT_OF_RANGE_CODES",
     "TIMED_OUT",
     "TRANSIENT_KAFKA_CODES",
+    "data_lost",
     "from_kafka_exception",
     "is_access_denied",
+    "is_out_of_range",
     "is_transient",
     "timed_out",
 ]
@@ -37,6 +44,10 @@ TRANSIENT_KAFKA_CODES = frozenset({-195, -187, TIMED_OUT, -193, -180, 5, 6, 7, 1
 
 # Commits that fail with these mean someone subscribe()s with our group id.
 GROUP_IN_USE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE
+
+OUT_OF_RANGE_CODES = frozenset({-140, 1})
+"""librdkafka's ``_AUTO_OFFSET_RESET`` (with ``auto.offset.reset=error``: a fetch asked for an
+offset the log does not have) and the broker's ``OFFSET_OUT_OF_RANGE``."""
 
 AUTHENTICATION_CODES = frozenset({-169, 58})
 """librdkafka's ``_AUTHENTICATION`` and the broker's ``SASL_AUTHENTICATION_FAILED``."""
@@ -138,3 +149,21 @@ def is_transient(error: ClientBalanceError) -> bool:
 def is_access_denied(error: ClientBalanceError) -> bool:
     """Whether ``error`` is a refused login or a refused request (credentials, ACLs)."""
     return isinstance(error, KafkaClientError) and _denies_access(error.kafka_code)
+
+
+def is_out_of_range(kafka_error: Any) -> bool:
+    """Whether a ``KafkaError`` says the offset asked for is outside the partition's log."""
+    code_of = getattr(kafka_error, "code", None)
+    return callable(code_of) and int(code_of()) in OUT_OF_RANGE_CODES
+
+
+def data_lost(partition: TopicPartition, lost_from: int, lost_to: int, doing: str) -> DataLossError:
+    """The error of ``doing`` something that needed offsets ``[lost_from, lost_to)`` now gone."""
+    return DataLossError(
+        f"{doing}: offsets [{lost_from}, {lost_to}) of {partition} are gone from Kafka "
+        f"({lost_to - lost_from} messages deleted by retention or delete_records before they "
+        "were read)",
+        partition=str(partition),
+        lost_from=lost_from,
+        lost_to=lost_to,
+    )

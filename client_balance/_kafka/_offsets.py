@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -13,7 +13,13 @@ from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
-__all__ = ["commit_offsets", "offsets_for_times", "partition_offsets", "read_starts"]
+__all__ = [
+    "commit_offsets",
+    "offsets_for_times",
+    "offsets_for_timestamps",
+    "partition_offsets",
+    "read_starts",
+]
 
 
 def partition_offsets(
@@ -24,14 +30,18 @@ def partition_offsets(
     timeout_s: float = 30.0,
     kafka: Mapping[str, KafkaValue] | None = None,
     skip_missing: bool = False,
+    matching: Callable[[str], bool] | None = None,
 ) -> dict[TopicPartition, tuple[int, int, int | None]]:
     """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
 
     Raises :class:`ConfigError` naming a topic that does not exist, unless ``skip_missing``.
+    ``matching`` adds every topic of the cluster whose name it accepts, from the same metadata.
     """
     client = group_client(bootstrap_servers, group_id, kafka)
     try:
         metadata = client.list_topics(timeout=timeout_s)
+        if matching is not None:
+            topics = [*topics, *sorted(set(filter(matching, metadata.topics)) - set(topics))]
         wanted = []
         for topic in topics:
             found = metadata.topics.get(topic)
@@ -100,17 +110,42 @@ def offsets_for_times(
     kafka: Mapping[str, KafkaValue] | None = None,
 ) -> dict[TopicPartition, int | None]:
     """Each partition's first offset at or after ``stamp_ms``; None where there is none."""
+    return offsets_for_timestamps(
+        bootstrap_servers,
+        group_id,
+        dict.fromkeys(partitions, stamp_ms),
+        timeout_s=timeout_s,
+        kafka=kafka,
+    )
+
+
+def offsets_for_timestamps(
+    bootstrap_servers: str,
+    group_id: str,
+    stamps_ms: Mapping[TopicPartition, int],
+    *,
+    timeout_s: float = 30.0,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> dict[TopicPartition, int | None]:
+    """Each partition's first offset at or after its own timestamp (ms); None where there is none.
+
+    None: no message of the partition is that late (the caller decides: the end, or an error).
+    """
+    if not stamps_ms:
+        return {}
+    wanted = sorted(stamps_ms)
     client = group_client(bootstrap_servers, group_id, kafka)
     try:
         found = client.offsets_for_times(
-            [kafka_tp(tp, stamp_ms) for tp in partitions], timeout=timeout_s
+            [kafka_tp(tp, stamps_ms[tp]) for tp in wanted], timeout=timeout_s
         )
     except KafkaException as error:
-        raise from_kafka_exception(error, f"looking up offsets of {stamp_ms} ms") from error
+        doing = f"looking up the offsets of timestamps of {len(wanted)} partitions"
+        raise from_kafka_exception(error, doing) from error
     finally:
         client.close()
     at = {TopicPartition(tp.topic, tp.partition): tp.offset for tp in found}
-    return {tp: at[tp] if at.get(tp, -1) >= 0 else None for tp in partitions}
+    return {tp: at[tp] if at.get(tp, -1) >= 0 else None for tp in wanted}
 
 
 def read_starts(

@@ -1,21 +1,38 @@
-"""One-off reads of offset ranges (a Spark task's share): no group, no commits, no buffers."""
+"""One-off reads of offset ranges (a Spark task's share): no group, no commits, no buffers.
+
+The reader fetches with ``auto.offset.reset=error``: a range whose start the log no longer has
+(retention or ``delete_records`` ran after the read was planned) is reported as
+:class:`~client_balance.errors.DataLossError` instead of silently read from the log's start. A
+gap inside the log (a compacted record, a transaction marker) is fetched past as usual: the
+broker answers a fetch inside the log with what follows, so only a start outside it is a loss.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, groupby
 from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaException, Message
 
 from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS, kafka_tp, reader_client
-from client_balance._kafka._errors import from_kafka_exception, timed_out
+from client_balance._kafka._errors import (
+    data_lost,
+    from_kafka_exception,
+    is_out_of_range,
+    timed_out,
+)
+from client_balance.errors import DataLossError
 from client_balance.keys import TopicPartition
 
 __all__ = ["read_ranges"]
 
 _READ_WAIT_S = 0.1
+_WATERMARK_TIMEOUT_S = 30.0
+"""Bound on asking a partition's watermarks after its start turned out to be gone."""
+
+Left = dict[TopicPartition, tuple[int, int]]
 
 # Per-message calls through the method descriptors: ``map`` runs them without a Python frame.
 _error, _topic, _partition, _offset = (
@@ -32,20 +49,26 @@ def read_ranges(
     *,
     batch_max_messages: int,
     idle_timeout_s: float,
+    on_data_loss: Callable[[DataLossError], None] | None = None,
 ) -> Iterable[list[Message]]:
     """Read ``[start, end)`` of each partition once, in lists of up to ``batch_max_messages``.
 
     For one-off readers (a Spark task): a plain assign-only client of its own, no commits, no
     buffers beyond a list. Raises :class:`KafkaClientError` when no message arrives for
-    ``idle_timeout_s`` while some range is unfinished (the data is gone, or the cluster).
+    ``idle_timeout_s`` while some range is unfinished (the cluster does not answer).
+
+    Offsets of a range that the log no longer has are a :class:`DataLossError`, raised unless
+    ``on_data_loss`` takes it: if that returns, the range goes on from the log's start (or ends,
+    if nothing of it is left).
     """
     left = {tp: (start, end) for tp, (start, end) in ranges.items() if start < end}
     if not left:
         return
     # The fetching consumer's settings: with librdkafka's 1,000 ms fetch.queue.backoff.ms a
     # task reading a backlog sat idle most of each second (168k against 880k msg/s for four
-    # partitions, docs/spark.md#performance). ``config`` (the kafka. options) overrides them.
-    consumer = reader_client({**LIBRDKAFKA_DEFAULTS, **config})
+    # partitions, docs/spark.md#performance). ``config`` (the kafka. options) overrides them,
+    # but not auto.offset.reset: a start the log lost must be seen, never skipped silently.
+    consumer = reader_client({**LIBRDKAFKA_DEFAULTS, **config, "auto.offset.reset": "error"})
     try:
         consumer.assign([kafka_tp(tp, start) for tp, (start, _) in left.items()])
         last_progress = time.monotonic()
@@ -57,7 +80,11 @@ def read_ranges(
                 messages = consumer.consume(num_messages=wanted, timeout=_READ_WAIT_S)
             except KafkaException as error:
                 raise from_kafka_exception(error, "reading offset ranges") from error
-            kept = _within(messages, left, consumer)
+            gone: list[TopicPartition] = []
+            kept = _within(messages, left, consumer, gone)
+            if gone:
+                _skip_lost(consumer, left, gone, on_data_loss)
+                last_progress = time.monotonic()
             if not messages and _past_the_end(consumer, left):
                 last_progress = time.monotonic()
             if kept:
@@ -71,9 +98,11 @@ def read_ranges(
 
 
 def _within(
-    messages: list[Message], left: dict[TopicPartition, tuple[int, int]], consumer: Consumer
+    messages: list[Message], left: Left, consumer: Consumer, gone: list[TopicPartition]
 ) -> list[Message]:
     """The messages inside their ranges; finished ranges leave ``left``, the others move on.
+
+    Partitions whose next offset the log no longer has (an out-of-range error) go to ``gone``.
 
     A range read to its end (or past it) is dropped and unassigned; any other now starts after
     its last message read, so ``left`` says how many messages can still come. Works on runs
@@ -84,6 +113,13 @@ def _within(
     errors = list(map(_error, messages))
     # any(), not count(None): comparing a KafkaError with None raises inside confluent-kafka.
     if any(errors):  # rare: error events come inside the list
+        gone += sorted(
+            {
+                TopicPartition(message.topic() or "", message.partition() or 0)
+                for message, error in zip(messages, errors, strict=True)
+                if error is not None and is_out_of_range(error)
+            }
+        )
         messages = [
             message
             for message, error in zip(messages, errors, strict=True)
@@ -123,7 +159,41 @@ def _within(
     return list(chain.from_iterable(messages[begin:stop] for begin, stop in kept))
 
 
-def _past_the_end(consumer: Consumer, left: dict[TopicPartition, tuple[int, int]]) -> bool:
+def _skip_lost(
+    consumer: Consumer,
+    left: Left,
+    gone: list[TopicPartition],
+    on_data_loss: Callable[[DataLossError], None] | None,
+) -> None:
+    """Report the lost offsets of ``gone``'s ranges and go on from what the log still has.
+
+    A start below the log's start lost ``[start, low)``; a start at or past its end (the log
+    was truncated, or deleted up to its end) lost the whole rest of the range.
+    """
+    for tp in gone:
+        if tp not in left:
+            continue  # finished meanwhile: nothing of it was to be read
+        start, end = left[tp]
+        try:
+            low, high = consumer.get_watermark_offsets(kafka_tp(tp), timeout=_WATERMARK_TIMEOUT_S)
+        except KafkaException as error:
+            raise from_kafka_exception(error, f"reading the watermarks of {tp}") from error
+        resume = low if start < low else (end if start >= high else start)
+        if resume > start:
+            lost = data_lost(tp, start, min(resume, end), f"reading {tp} from offset {start}")
+            if on_data_loss is None:
+                raise lost
+            on_data_loss(lost)
+        # Fetching stopped at the error: assign the partition again where its data starts.
+        consumer.incremental_unassign([kafka_tp(tp)])
+        if resume >= end:
+            del left[tp]
+            continue
+        left[tp] = (resume, end)
+        consumer.incremental_assign([kafka_tp(tp, resume)])
+
+
+def _past_the_end(consumer: Consumer, left: Left) -> bool:
     """Drop ranges whose position passed their end without a message at ``end - 1``.
 
     The end may be a transaction marker or a compacted-away record. True if any was dropped.

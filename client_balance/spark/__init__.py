@@ -12,12 +12,16 @@ read by ``register``); the partitions go to nodes by ``strategy``, as they would
 worker processes. A strategy registered with ``register_strategy`` before ``register(spark)``
 goes along to Spark's Python workers; a ``module:attr`` reference or an entry point is found
 there by name. The only module that imports pyspark.
+
+``kafka_connector_jars()`` fetches Spark's own Kafka connector (``format("kafka")``) with Maven,
+to compare this source with it (the equivalence tests and the Spark bench).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from client_balance.spark._connector import kafka_connector_jars
 from client_balance.spark._options import SourceOptions, parse_options
 from client_balance.spark._source import (
     SCHEMA,
@@ -32,6 +36,7 @@ __all__ = [
     "ClientBalanceDataSource",
     "NodePartition",
     "SourceOptions",
+    "kafka_connector_jars",
     "parse_options",
     "register",
 ]

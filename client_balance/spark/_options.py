@@ -6,12 +6,12 @@ and the ``kafka.`` options are kept in a :class:`~client_balance._secrets.Masked
 repr of the options or of a task's partition shows a secret. Offsets in JSON follow Spark's
 Kafka source: ``{"topic": {"0": 23}}``, with -2 = earliest and -1 = latest; -3 = the group's
 committed offset (Flink's sentinel), which is what ``startingOffsets=committed`` means for
-every partition.
+every partition. The values are parsed by ``_option_values``; docs/spark.md compares every
+option with Spark's own Kafka source.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,30 +19,86 @@ from typing import Final
 
 from client_balance._secrets import MaskedConfig
 from client_balance.errors import ConfigError
-from client_balance.keys import check_topic_name
+from client_balance.keys import TopicPartition, check_topic_name
+from client_balance.spark._option_values import (
+    COMMITTED,
+    EARLIEST,
+    LATEST,
+    MAX_LONG,
+    NAMED,
+    Offsets,
+    assigned_partitions,
+    flag,
+    offsets,
+    pattern,
+    positive_int,
+    shown,
+    timestamp,
+    timestamps,
+)
 from client_balance.strategies import get_strategy
 
-__all__ = ["COMMITTED", "EARLIEST", "LATEST", "SourceOptions", "parse_options"]
+__all__ = [
+    "COMMITTED",
+    "EARLIEST",
+    "LATEST",
+    "SourceOptions",
+    "include_headers",
+    "parse_options",
+]
 
-EARLIEST, LATEST, COMMITTED = -2, -1, -3
-_NAMED = {"earliest": EARLIEST, "latest": LATEST, "committed": COMMITTED}
-# librdkafka keys the source sets itself: the group id has its own option.
-_OWNED = ("group.id", "enable.auto.commit", "bootstrap.servers")
+# librdkafka keys the source sets itself, and what to use instead.
+_OWNED: Final = {
+    "group.id": "use the option group.id",
+    "enable.auto.commit": "the source commits itself (commitToKafka)",
+    "bootstrap.servers": "use kafka.bootstrap.servers",
+    "auto.offset.reset": (
+        "use startingOffsets (where a read starts) and failOnDataLoss (offsets that are gone)"
+    ),
+}
+# Spark's Kafka source options this source does not have (lowercased), and why: given
+# silently, the user would believe them in effect.
+_NOT_HERE: Final = {
+    "groupidprefix": (
+        "groupIdPrefix",
+        "tasks read with no group of their own and commit only to group.id: use group.id",
+    ),
+    "minoffsetspertrigger": (
+        "minOffsetsPerTrigger",
+        "not built: PySpark's stream reader takes one read limit, use maxOffsetsPerTrigger",
+    ),
+    "maxtriggerdelay": ("maxTriggerDelay", "not built: it comes with minOffsetsPerTrigger"),
+    "kafkaconsumer.polltimeoutms": (
+        "kafkaConsumer.pollTimeoutMs",
+        "a task gives up after 60 s without a message; kafka.* options tune the fetch",
+    ),
+    "fetchoffset.numretries": (
+        "fetchOffset.numRetries",
+        "the driver's offset queries wait up to 30 s for the cluster (no retry count)",
+    ),
+    "fetchoffset.retryintervalms": (
+        "fetchOffset.retryIntervalMs",
+        "the driver's offset queries wait up to 30 s for the cluster (no retry interval)",
+    ),
+}
+_SUBSCRIPTIONS: Final = {
+    "topics": "topics",
+    "subscribe": "subscribe",  # Spark's name for topics: a read written for it works here
+    "subscribepattern": "subscribePattern",
+    "assign": "assign",
+}
+_BATCH_ONLY: Final = {
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
+}
+_BY_TIMESTAMP_STRATEGIES: Final = ("error", "latest")
 _MAX_SOURCE_COUNT: Final = 10_000
-"""Most nodes (Spark tasks) of one read."""
+"""Most nodes (Spark tasks) of one read; also the most tasks ``minPartitions`` asks for."""
 _MAX_BATCH_MESSAGES: Final = 1_000_000
 """librdkafka's ``consume()`` takes at most this many messages at once."""
-_MAX_LONG: Final = 2**63 - 1
-"""Kafka offsets and Spark's read limits are Java longs."""
-_MAX_PARTITION: Final = 2**31 - 1
 _MAX_GROUP_ID_LENGTH: Final = 255
-_SHOWN_CHARS: Final = 80
-
-
-def _shown(value: str) -> str:
-    """``value``'s repr for a message, cut short: an option may be megabytes of JSON."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else f"{text[: _SHOWN_CHARS - 5]}...{text[-2:]}"
+_STATUS_TOPIC: Final = "__client_balance_status"
 
 
 @dataclass(frozen=True)
@@ -51,13 +107,14 @@ class SourceOptions:
 
     bootstrap_servers: str
     topics: tuple[str, ...]
+    """``topics``; empty when ``assign`` or ``subscribePattern`` says what is read."""
     group_id: str | None
     source_count: int | None
     """As given; None: ``default_source_count``, at most one node per partition."""
     strategy: str
-    starting: dict[str, dict[int, int]] | int
+    starting: Offsets
     """A sentinel for every partition, or per topic -> partition -> offset or sentinel."""
-    ending: dict[str, dict[int, int]] | int
+    ending: Offsets
     kafka: Mapping[str, str]
     """The ``kafka.`` options without the prefix, as a :class:`MaskedConfig` (see ``repr``)."""
     batch_max_messages: int
@@ -67,12 +124,30 @@ class SourceOptions:
     """Streaming: most messages per micro-batch (None: all available)."""
     read_held_partitions: bool = False
     """Read partitions that live SDK members of ``group_id`` hold (read-only: no commits)."""
-    status_topic: str = "__client_balance_status"
+    status_topic: str = _STATUS_TOPIC
     """Where the group's live members are looked up (``statusTopic``)."""
     default_source_count: int | None = None
     """The nodes when ``sourceCount`` is not given: the default parallelism of the session the
     source was registered in (``client_balance.spark.register`` reads it on the driver). None
     (registered by hand, or through Spark Connect): the CPU count where the read is planned."""
+    assign: tuple[TopicPartition, ...] | None = None
+    """``assign``: exactly these partitions, sorted (instead of ``topics``)."""
+    subscribe_pattern: str | None = None
+    """``subscribePattern``: every topic whose whole name matches (``re.fullmatch``)."""
+    starting_times: Offsets | None = None
+    """Timestamps (ms) to start at, which win over ``starting``: one for every partition
+    (``startingTimestamp``) or per partition (``startingOffsetsByTimestamp``)."""
+    ending_times: Offsets | None = None
+    """Batch: timestamps (ms) to end at, which win over ``ending``."""
+    by_timestamp_strategy: str = "latest"
+    """A starting timestamp no message reaches: ``latest`` (the end) or ``error``."""
+    fail_on_data_loss: bool = True
+    """Raise :class:`~client_balance.errors.DataLossError` for offsets that are gone; else
+    read on from the log's start with a warning."""
+    include_headers: bool = True
+    """The ``headers`` column (Spark's Kafka source leaves it out by default)."""
+    min_partitions: int | None = None
+    """Split the ranges so a read has at least this many Spark tasks (None: one per node)."""
 
     def __post_init__(self) -> None:
         # Whoever builds the options, their repr (in Spark's plans and logs) shows no secret.
@@ -93,62 +168,6 @@ class SourceOptions:
         return max(1, min(wanted, partitions))
 
 
-def _offsets(
-    name: str, value: str | None, default: int, allowed: set[str]
-) -> dict[str, dict[int, int]] | int:
-    if value is None:
-        return default
-    text = value.strip()
-    if text.lower() in allowed:
-        return _NAMED[text.lower()]
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: thousands of nested brackets
-        parsed = None
-    if not isinstance(parsed, dict) or not parsed:
-        raise ConfigError(
-            f"{name}={_shown(value)} is not allowed; use {', '.join(sorted(allowed))} or JSON "
-            'such as {"orders": {"0": 23, "1": -2}} (-2 earliest, -1 latest, -3 committed)'
-        )
-    offsets: dict[str, dict[int, int]] = {}
-    for topic, per_partition in parsed.items():
-        if not isinstance(per_partition, dict):
-            raise ConfigError(
-                f"{name}: topic {_shown(topic)} needs an object of partition -> offset"
-            )
-        offsets[topic] = {}
-        for number, offset in per_partition.items():
-            partition = _whole_number(number, _MAX_PARTITION)
-            if partition is None or type(offset) is not int or not COMMITTED <= offset <= _MAX_LONG:
-                raise ConfigError(
-                    f"{name}: {_shown(topic)} partition {_shown(number)} offset "
-                    f"{offset if type(offset) is int else type(offset).__name__} is not allowed; "
-                    "use partition numbers and offsets >= 0, or -2, -1, -3"
-                )
-            offsets[topic][partition] = offset
-    return offsets
-
-
-def _whole_number(text: str, most: int) -> int | None:
-    """``text`` as a number from 0 to ``most`` in ASCII digits, else None."""
-    text = text.strip()
-    if not (text.isascii() and text.isdecimal()) or len(text) > len(str(most)):
-        return None
-    number = int(text)
-    return number if number <= most else None
-
-
-def _positive_int(name: str, value: str | None, default: int | None, most: int) -> int | None:
-    if value is None:
-        return default
-    number = _whole_number(value, most)
-    if number is None or number < 1:
-        raise ConfigError(
-            f"{name}={_shown(value)} is not allowed; use a whole number from 1 to {most}"
-        )
-    return number
-
-
 def _strings(options: Mapping[str, str]) -> dict[str, str]:
     """The options by lowercased name, each name and value a string and each name once."""
     given: dict[str, str] = {}
@@ -158,10 +177,10 @@ def _strings(options: Mapping[str, str]) -> dict[str, str]:
         # Never the value: a kafka. option may hold a password.
         if not isinstance(value, str):
             raise ConfigError(
-                f"option {_shown(key)} is of type {type(value).__name__}; options are strings"
+                f"option {shown(key)} is of type {type(value).__name__}; options are strings"
             )
         if key.lower() in given:
-            raise ConfigError(f"option {_shown(key)} is given twice (option names ignore case)")
+            raise ConfigError(f"option {shown(key)} is given twice (option names ignore case)")
         given[key.lower()] = value
     return given
 
@@ -172,11 +191,60 @@ def _kafka_options(given: Mapping[str, str]) -> MaskedConfig:
         if key.startswith("kafka.") and key != "kafka.bootstrap.servers":
             name = key.removeprefix("kafka.")
             if not name.strip():
-                raise ConfigError(f"option {_shown(key)} names no property; use kafka.<property>")
+                raise ConfigError(f"option {shown(key)} names no property; use kafka.<property>")
             if name in _OWNED:
-                raise ConfigError(f"option {key} is not allowed; use the option group.id")
+                raise ConfigError(f"option {key} is not allowed; {_OWNED[name]}")
             kafka[name] = value
     return MaskedConfig(kafka)
+
+
+def _refuse_sparks_only(given: Mapping[str, str], *, streaming: bool) -> None:
+    for key in sorted(given):
+        if key in _NOT_HERE:
+            name, why = _NOT_HERE[key]
+            raise ConfigError(f"option {name} of Spark's Kafka source is not supported: {why}")
+        if streaming and key in _BATCH_ONLY:
+            raise ConfigError(
+                f"option {_BATCH_ONLY[key]} is not allowed in a streaming read (batch only: a "
+                "stream has no end)"
+            )
+
+
+def _subscription(
+    given: Mapping[str, str],
+) -> tuple[tuple[str, ...], tuple[TopicPartition, ...] | None, str | None]:
+    """(topics, assign, subscribePattern): exactly one of the three options, as Spark asks."""
+    chosen = [name for key, name in _SUBSCRIPTIONS.items() if key in given]
+    if not chosen:
+        raise ConfigError(
+            "option topics is required (a comma-separated list of topics; subscribe is the "
+            "same), or instead subscribePattern or assign: exactly one of them"
+        )
+    if len(chosen) > 1:
+        raise ConfigError(
+            f"options {' and '.join(chosen)} are both given; give exactly one of topics "
+            "(or subscribe), subscribePattern and assign"
+        )
+    if "assign" in given:
+        return (), assigned_partitions("assign", given["assign"]), None
+    if "subscribepattern" in given:
+        return (), None, pattern("subscribePattern", given["subscribepattern"])
+    name = "topics" if "topics" in given else "subscribe"
+    topics = tuple(t.strip() for t in given[name].split(",") if t.strip())
+    if not topics:
+        raise ConfigError(
+            f"{name}={shown(given[name])} is not allowed; use a comma-separated list of topics"
+        )
+    for topic in topics:
+        check_topic_name(topic)
+    return topics, None, None
+
+
+def _times(given: Mapping[str, str], side: str) -> Offsets | None:
+    """``<side>Timestamp`` (one for all), else ``<side>OffsetsByTimestamp``; Spark's order."""
+    one = timestamp(f"{side}Timestamp", given.get(f"{side}timestamp"))
+    by_partition = timestamps(f"{side}OffsetsByTimestamp", given.get(f"{side}offsetsbytimestamp"))
+    return one if one is not None else by_partition
 
 
 def _group_id(value: str | None) -> str | None:
@@ -184,85 +252,112 @@ def _group_id(value: str | None) -> str | None:
         return None
     if not value.strip() or len(value) > _MAX_GROUP_ID_LENGTH:
         raise ConfigError(
-            f"group.id={_shown(value)} is not allowed; use a Kafka group id (1 to "
+            f"group.id={shown(value)} is not allowed; use a Kafka group id (1 to "
             f"{_MAX_GROUP_ID_LENGTH} characters, not blank)"
         )
     return value
 
 
+def _by_timestamp_strategy(value: str | None) -> str:
+    if value is None:
+        return "latest"
+    if value.strip().lower() in _BY_TIMESTAMP_STRATEGIES:
+        return value.strip().lower()
+    raise ConfigError(
+        f"startingOffsetsByTimestampStrategy={shown(value)} is not allowed; use error or latest"
+    )
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """Whether the schema has the ``headers`` column (``includeHeaders``, default true).
+
+    For ``DataSource.schema()``, which Spark asks before any reader is made.
+    """
+    given = {str(key).lower(): value for key, value in options.items()}
+    value = given.get("includeheaders")
+    return flag("includeHeaders", value if isinstance(value, str) else None, default=True)
+
+
 def parse_options(
-    options: Mapping[str, str], *, default_source_count: int | None = None
+    options: Mapping[str, str],
+    *,
+    default_source_count: int | None = None,
+    streaming: bool = False,
 ) -> SourceOptions:
     """Check the reader options (keys compared without case, as Spark does).
 
     ``default_source_count`` is the node count without ``sourceCount`` (see
-    :attr:`SourceOptions.default_source_count`).
+    :attr:`SourceOptions.default_source_count`); ``streaming`` refuses the batch-only options.
     """
     given = _strings(options)
     kafka = _kafka_options(given)
+    _refuse_sparks_only(given, streaming=streaming)
     servers = given.get("kafka.bootstrap.servers", "").strip()
     if not servers:
         raise ConfigError("option kafka.bootstrap.servers is required (host:port[,host:port])")
-    topics = tuple(t.strip() for t in given.get("topics", "").split(",") if t.strip())
-    if not topics:
-        raise ConfigError("option topics is required: a comma-separated list of topics")
-    for topic in topics:
-        check_topic_name(topic)
+    topics, assign, subscribe_pattern = _subscription(given)
     strategy = given.get("strategy", "modulo")
     # A registered name, an entry point's or a module:attr reference; ConfigError lists them.
     get_strategy(strategy)
-    starting = _offsets("startingOffsets", given.get("startingoffsets"), COMMITTED, set(_NAMED))
-    ending = _offsets("endingOffsets", given.get("endingoffsets"), LATEST, {"latest"})
+    starting = offsets("startingOffsets", given.get("startingoffsets"), COMMITTED, set(NAMED))
+    ending = offsets("endingOffsets", given.get("endingoffsets"), LATEST, {"latest"})
+    starting_times = _times(given, "starting")
     group_id = _group_id(given.get("group.id"))
-    needs_group = starting == COMMITTED or (
-        isinstance(starting, dict)
-        and any(o == COMMITTED for per in starting.values() for o in per.values())
+    # A starting timestamp wins over startingOffsets, as in Spark: then no group is needed.
+    needs_group = starting_times is None and (
+        starting == COMMITTED
+        or (
+            isinstance(starting, dict)
+            and any(o == COMMITTED for per in starting.values() for o in per.values())
+        )
     )
     if needs_group and group_id is None:
         raise ConfigError(
             "option group.id is required with startingOffsets=committed (the default): it names "
             "the Kafka group whose committed offsets the read starts from"
         )
-    read_held = _flag("readHeldPartitions", given.get("readheldpartitions"), default=False)
+    read_held = flag("readHeldPartitions", given.get("readheldpartitions"), default=False)
     return SourceOptions(
         bootstrap_servers=servers,
         topics=topics,
         group_id=group_id,
-        source_count=_positive_int(
-            "sourceCount", given.get("sourcecount"), None, _MAX_SOURCE_COUNT
-        ),
+        source_count=positive_int("sourceCount", given.get("sourcecount"), None, _MAX_SOURCE_COUNT),
         strategy=strategy,
         starting=starting,
         ending=ending,
         kafka=kafka,
-        batch_max_messages=_positive_int(
+        batch_max_messages=positive_int(
             "batchMaxMessages", given.get("batchmaxmessages"), 10_000, _MAX_BATCH_MESSAGES
         )
         or 10_000,
         # Reading what live workers hold is read-only: a commit would overwrite their positions.
         commit_to_kafka=not read_held
-        and _flag("commitToKafka", given.get("committokafka"), default=True),
+        and flag("commitToKafka", given.get("committokafka"), default=True),
         read_held_partitions=read_held,
         status_topic=_status_topic(given.get("statustopic")),
-        max_offsets_per_trigger=_positive_int(
-            "maxOffsetsPerTrigger", given.get("maxoffsetspertrigger"), None, _MAX_LONG
+        max_offsets_per_trigger=positive_int(
+            "maxOffsetsPerTrigger", given.get("maxoffsetspertrigger"), None, MAX_LONG
         ),
         default_source_count=default_source_count,
+        assign=assign,
+        subscribe_pattern=subscribe_pattern,
+        starting_times=starting_times,
+        ending_times=_times(given, "ending"),
+        by_timestamp_strategy=_by_timestamp_strategy(
+            given.get("startingoffsetsbytimestampstrategy")
+        ),
+        fail_on_data_loss=flag("failOnDataLoss", given.get("failondataloss"), default=True),
+        include_headers=flag("includeHeaders", given.get("includeheaders"), default=True),
+        min_partitions=positive_int(
+            "minPartitions", given.get("minpartitions"), None, _MAX_SOURCE_COUNT
+        ),
     )
 
 
 def _status_topic(value: str | None) -> str:
     if value is None:
-        return "__client_balance_status"
+        return _STATUS_TOPIC
     try:
         return check_topic_name(value.strip())
     except ConfigError as error:
-        raise ConfigError(f"statusTopic={_shown(value)} is not allowed: {error}") from None
-
-
-def _flag(name: str, value: str | None, *, default: bool) -> bool:
-    if value is None:
-        return default
-    if value.strip().lower() in {"true", "false"}:
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{name}={_shown(value)} is not allowed; use true or false")
+        raise ConfigError(f"statusTopic={shown(value)} is not allowed: {error}") from None

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,9 +20,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from client_balance._kafka import read_ranges
 from client_balance.keys import TopicPartition
-
-if TYPE_CHECKING:
-    from client_balance.spark._source import NodePartition
+from client_balance.spark._loss import report_loss
+from client_balance.spark._partition import NodePartition, source_schema
 
 __all__ = ["read_node"]
 
@@ -35,6 +35,10 @@ _NO_TIMESTAMP = pa.scalar(0, pa.int32())
 _ONE = pa.scalar(1, pa.int32())
 _MICROS_PER_MS = pa.scalar(1000, pa.int64())
 _NULL_MICROS = pa.scalar(None, pa.int64())
+_ARROW_SCHEMAS = {
+    headers: to_arrow_schema(source_schema(headers), timezone="UTC") for headers in (True, False)
+}
+"""The Arrow schema of a batch, by ``includeHeaders``: made once per Python worker."""
 
 
 def read_node(partition: NodePartition) -> Generator[pa.RecordBatch, None, None]:
@@ -44,10 +48,11 @@ def read_node(partition: NodePartition) -> Generator[pa.RecordBatch, None, None]
     when the read ends or is abandoned): every ``consume()`` allocates thousands of tracked
     ``Message`` objects, so the collector ran every few hundred of them and rescanned those
     still alive: 40% of a read's time, measured outside Spark. Nothing here makes a cycle.
-    """
-    from client_balance.spark._source import SCHEMA  # noqa: PLC0415 - _source imports this module
 
-    arrow_schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    Offsets deleted since the read was planned raise ``DataLossError``, or with
+    ``failOnDataLoss=false`` are skipped with a warning (``_loss``).
+    """
+    arrow_schema = _ARROW_SCHEMAS[partition.include_headers]
     wanted = {TopicPartition(t, p): (start, end) for t, p, start, end in partition.ranges}
     collecting = gc.isenabled()
     gc.disable()
@@ -57,6 +62,7 @@ def read_node(partition: NodePartition) -> Generator[pa.RecordBatch, None, None]
             wanted,
             batch_max_messages=partition.batch_max_messages,
             idle_timeout_s=_IDLE_TIMEOUT_S,
+            on_data_loss=partial(report_loss, fail=partition.fail_on_data_loss),
         ):
             yield _to_arrow(messages, partition.node_id, arrow_schema)
     finally:
@@ -89,18 +95,17 @@ def _to_arrow(messages: list[Any], node_id: int, schema: pa.Schema) -> pa.Record
         micros.cast(schema.field("timestamp").type),
         # Kafka's types are confluent's minus one: 0 create time, 1 log-append, -1 none.
         pc.subtract(stamp_types, _ONE),
-        _headers(list(map(kind.headers, messages)), schema.field("headers").type),
-        pa.repeat(pa.scalar(node_id, pa.int32()), count),
     ]
+    if schema.names[len(arrays)] == "headers":  # includeHeaders=false: not even a map call
+        arrays.append(_headers(list(map(kind.headers, messages)), schema.field("headers").type))
+    arrays.append(pa.repeat(pa.scalar(node_id, pa.int32()), count))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _headers(headers: list[Any], kind: pa.ListType) -> pa.Array:
-    """Each message's headers (``None`` when it has none) as a list, empty rather than null."""
-    if headers.count(None) == len(headers):  # the common case: an all-empty column, no loop
-        offsets = pa.repeat(pa.scalar(0, pa.int32()), len(headers) + 1)
-        return pa.ListArray.from_arrays(offsets, pa.array([], kind.value_type), type=kind)
-    # Arrow reads the (key, value) tuples as structs; a None becomes a null list, and a list
-    # array rebuilt from the offsets alone (a null's entry is empty) has no nulls.
-    read = pa.array(headers, kind)
-    return pa.ListArray.from_arrays(read.offsets, read.values, type=kind)
+    """Each message's headers as a list, null when it has none (as Spark's Kafka source has it)."""
+    if headers.count(None) == len(headers):  # the common case: an all-null column, no loop
+        return pa.nulls(len(headers), kind)
+    # An empty list is null too, as there: Spark's source makes a list only of headers it has.
+    # Arrow reads the (key, value) tuples as structs.
+    return pa.array([entries or None for entries in headers], kind)

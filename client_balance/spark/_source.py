@@ -3,17 +3,16 @@
 It reads in batch (``spark.read``) and in Structured Streaming (``spark.readStream``).
 
 On the driver, ``partitions()`` asks Kafka for each partition's range (its watermarks and the
-group's committed offsets), resolves ``startingOffsets``/``endingOffsets`` into ``[start, end)``
-per partition, and hands the partitions to ``sourceCount`` nodes with the chosen strategy, the
-same one the SDK's workers use. Each task (``read()``, on an executor) reads its node's ranges
-with a client of its own and yields Arrow record batches with exactly the schema's types
-(``_read``).
+group's committed offsets), resolves the starting and ending options into ``[start, end)`` per
+partition, and hands the partitions to ``sourceCount`` nodes with the chosen strategy, the
+same one the SDK's workers use (``_plan``). Each task (``read()``, on an executor) reads its
+node's ranges with a client of its own and yields Arrow record batches with exactly the
+schema's types (``_read``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import ClassVar
 
 import pyarrow as pa
@@ -24,69 +23,32 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from client_balance import admin
-from client_balance._secrets import MaskedConfig
 from client_balance.keys import TopicPartition
-from client_balance.spark._options import COMMITTED, EARLIEST, LATEST, SourceOptions, parse_options
+from client_balance.spark._options import SourceOptions, include_headers, parse_options
 from client_balance.spark._ownership import held_by_live_members, refuse_held
+from client_balance.spark._partition import SCHEMA, NodePartition, source_schema
+from client_balance.spark._plan import (
+    Bounds,
+    batch_ranges,
+    cut,
+    node_partitions,
+    offset_json,
+    parse_offset_json,
+    partition_offsets,
+    stream_bases,
+    stream_starts,
+)
 from client_balance.spark._read import read_node
-from client_balance.strategies import Strategy, get_strategy
-from client_balance.strategies._nodes import node_assignment, partition_counts
+from client_balance.strategies import Strategy
 from client_balance.strategies._registry import adopt_strategies
 
 __all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition", "with_strategies"]
 
-SCHEMA = StructType(
-    [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField(
-            "headers",
-            ArrayType(
-                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-            ),
-        ),
-        StructField("node_id", IntegerType()),
-    ]
-)
-"""Spark's Kafka source columns, plus the node that read the row."""
-
-_READER_GROUP = "__client_balance_spark_reader"
 _OWNERSHIP_TIMEOUT_S = 30.0
 """Bound on reading the group's status view before a read is planned."""
-
-
-@dataclass(frozen=True)
-class NodePartition(InputPartition):
-    """One node's share: everything its task needs, since it runs in another process."""
-
-    node_id: int
-    ranges: tuple[tuple[str, int, int, int], ...]
-    """(topic, partition, start, end) with end exclusive."""
-    kafka: Mapping[str, str]
-    """The reader's librdkafka configuration: a :class:`MaskedConfig`, so the partition's repr
-    (Spark logs and shows it) never shows a secret, while its pickle carries the real values."""
-    batch_max_messages: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.kafka, MaskedConfig):
-            object.__setattr__(self, "kafka", MaskedConfig(self.kafka))
 
 
 class ClientBalanceDataSource(DataSource):
@@ -109,8 +71,8 @@ class ClientBalanceDataSource(DataSource):
         return "client_balance"
 
     def schema(self) -> StructType:
-        """Spark's Kafka source schema plus ``node_id``."""
-        return SCHEMA
+        """Spark's Kafka source schema plus ``node_id``; ``headers`` unless includeHeaders=false."""
+        return source_schema(include_headers(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader; the options are checked here, on the driver."""
@@ -123,7 +85,9 @@ class ClientBalanceDataSource(DataSource):
         """The micro-batch reader."""
         adopt_strategies(self.strategies)
         return _StreamReader(
-            parse_options(self.options, default_source_count=self.default_parallelism)
+            parse_options(
+                self.options, default_source_count=self.default_parallelism, streaming=True
+            )
         )
 
 
@@ -155,13 +119,9 @@ class _BatchReader(DataSourceReader):
 
     def partitions(self) -> list[NodePartition]:
         options = self._options
-        offsets = _partition_offsets(options)
-        ranges = {
-            tp: _range(tp, low, high, committed, options)
-            for tp, (low, high, committed) in offsets.items()
-        }
+        ranges = batch_ranges(options, partition_offsets(options))
         _refuse_live_holders(options, ranges)
-        return _node_partitions(ranges, options)
+        return node_partitions(ranges, options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
@@ -180,16 +140,14 @@ class _StreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
 
-    def _offsets(self) -> dict[TopicPartition, tuple[int, int, int | None]]:
-        return _partition_offsets(self._options)
+    def _offsets(self) -> Bounds:
+        return partition_offsets(self._options)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
-        """Where a query without a checkpoint starts: ``startingOffsets``."""
+        """Where a query without a checkpoint starts: ``startingOffsets`` or a timestamp."""
         found = self._offsets()
         _refuse_live_holders(self._options, found)
-        return _offset_json(
-            {tp: _pick(self._options.starting, tp, *bounds) for tp, bounds in found.items()}
-        )
+        return offset_json(stream_starts(self._options, found))
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``maxOffsetsPerTrigger`` messages per micro-batch, or everything available."""
@@ -199,28 +157,31 @@ class _StreamReader(DataSourceStreamReader):
     def latestOffset(  # noqa: N802 - Spark's name
         self, start: dict[str, dict[str, int]] | None, limit: ReadLimit
     ) -> dict[str, dict[str, int]]:
-        """The next batch's end: high watermarks (new partitions too), cut to the read limit.
+        """The next batch's end: high watermarks (new partitions and topics too), cut to the limit.
 
-        The limit is shared in proportion to each partition's backlog. Spark calls this once
+        The limit is shared in proportion to each partition's backlog, counted from where the
+        log starts (``stream_bases``: a start the log lost is data loss). Spark calls this once
         the previous batch is done, so that batch's end (``start``) is committed here.
         """
-        first = _parse_offset_json(start or {})
+        first = parse_offset_json(start or {})
         if first:
             self._commit(first)
-        highs = {tp: high for tp, (_, high, _) in self._offsets().items()}
+        found = self._offsets()
+        bases = stream_bases(self._options, first, found)
+        highs = {tp: high for tp, (_, high, _) in found.items()}
         if isinstance(limit, ReadMaxRows):
-            highs = _cut(first, highs, limit.max_rows)
-        return _offset_json(highs)
+            highs = cut(bases, highs, limit.max_rows)
+        return offset_json(highs)
 
     def partitions(
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> list[NodePartition]:
         """The nodes' shares of ``[start, end)``; a partition new in ``end`` starts at 0."""
-        first, last = _parse_offset_json(start), _parse_offset_json(end)
+        first, last = parse_offset_json(start), parse_offset_json(end)
         ranges = {tp: (first.get(tp, 0), stop) for tp, stop in last.items()}
         if all(begin >= stop for begin, stop in ranges.values()):
             return []
-        return _node_partitions(ranges, self._options)
+        return node_partitions(ranges, self._options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
@@ -228,7 +189,7 @@ class _StreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Everything before ``end`` is processed: commit it to the Kafka group."""
-        self._commit(_parse_offset_json(end))
+        self._commit(parse_offset_json(end))
 
     def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         options = self._options
@@ -251,94 +212,3 @@ def _refuse_live_holders(options: SourceOptions, partitions: Iterable[TopicParti
         timeout_s=_OWNERSHIP_TIMEOUT_S,
     )
     refuse_held(held, options.group_id)
-
-
-def _cut(
-    first: dict[TopicPartition, int], highs: dict[TopicPartition, int], most: int
-) -> dict[TopicPartition, int]:
-    """Ends that take at most ``most`` messages, shared in proportion to each backlog."""
-    backlog = {tp: max(high - first.get(tp, 0), 0) for tp, high in highs.items()}
-    total = sum(backlog.values())
-    if total <= most:
-        return highs
-    share = {tp: most * size // total for tp, size in backlog.items()}
-    left = most - sum(share.values())
-    for tp in sorted(backlog, key=lambda tp: (-backlog[tp], tp)):  # the remainder, biggest first
-        if left <= 0:
-            break
-        if share[tp] < backlog[tp]:
-            share[tp] += 1
-            left -= 1
-    return {tp: first.get(tp, 0) + share[tp] for tp in highs}
-
-
-def _partition_offsets(options: SourceOptions) -> dict[TopicPartition, tuple[int, int, int | None]]:
-    """(low, high, committed) of every partition of the options' topics."""
-    return admin.partition_offsets(
-        options.bootstrap_servers,
-        options.group_id or _READER_GROUP,
-        list(options.topics),
-        kafka=options.kafka,
-    )
-
-
-def _offset_json(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    # Spark compares offsets as JSON strings: build them in one order, always.
-    answer: dict[str, dict[str, int]] = {}
-    for tp in sorted(offsets):
-        answer.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
-    return answer
-
-
-def _parse_offset_json(offsets: dict[str, dict[str, int]]) -> dict[TopicPartition, int]:
-    return {
-        TopicPartition(topic, int(number)): int(offset)
-        for topic, per_partition in offsets.items()
-        for number, offset in per_partition.items()
-    }
-
-
-def _node_partitions(
-    ranges: dict[TopicPartition, tuple[int, int]], options: SourceOptions
-) -> list[NodePartition]:
-    counts = partition_counts(ranges)
-    shares = node_assignment(get_strategy(options.strategy), counts, options.nodes(len(ranges)))
-    config = options.kafka_config(_READER_GROUP)
-    return [
-        NodePartition(
-            node_id=node,
-            ranges=tuple(
-                (tp.topic, tp.partition, *ranges[tp]) for tp in sorted(share) if tp in ranges
-            ),
-            kafka=config,
-            batch_max_messages=options.batch_max_messages,
-        )
-        for node, share in enumerate(shares)
-    ]
-
-
-def _range(
-    tp: TopicPartition, low: int, high: int, committed: int | None, options: SourceOptions
-) -> tuple[int, int]:
-    start = _pick(options.starting, tp, low, high, committed)
-    end = _pick(options.ending, tp, low, high, committed) if options.ending != LATEST else high
-    return start, max(start, end)
-
-
-def _pick(
-    chosen: dict[str, dict[int, int]] | int,
-    tp: TopicPartition,
-    low: int,
-    high: int,
-    committed: int | None,
-) -> int:
-    offset = (
-        chosen if isinstance(chosen, int) else chosen.get(tp.topic, {}).get(tp.partition, EARLIEST)
-    )
-    if offset == EARLIEST:
-        return low
-    if offset == LATEST:
-        return high
-    if offset == COMMITTED:
-        return low if committed is None else min(max(committed, low), high)
-    return min(max(offset, low), high)

@@ -197,6 +197,9 @@ _OPTION_NAMES = [
     "kafka.bootstrap.servers", "topics", "group.id", "startingOffsets", "endingOffsets",
     "sourceCount", "batchMaxMessages", "commitToKafka", "maxOffsetsPerTrigger",
     "kafka.sasl.password", "kafka.ssl.key.password", "kafka.fetch.max.bytes", "path",
+    "assign", "subscribePattern", "startingTimestamp", "startingOffsetsByTimestamp",
+    "endingTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "includeHeaders", "minPartitions", "subscribe",
 ]  # fmt: skip
 # Names that are refused whatever their value: drawn now and then, or nothing else is reached.
 _BAD_NAMES = ["KAFKA.SASL.PASSWORD", "kafka.", "kafka. ", "kafka.group.id", "", ":", 7]

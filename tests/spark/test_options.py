@@ -13,7 +13,7 @@ from client_balance import ConfigError
 from client_balance._secrets import MASK
 from client_balance.keys import TopicPartition
 from client_balance.spark import NodePartition, SourceOptions, parse_options
-from client_balance.spark._source import _node_partitions
+from client_balance.spark._plan import node_partitions
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +33,7 @@ def _options(**more: Any) -> dict[str, Any]:
 
 def _partitions(options: SourceOptions) -> list[NodePartition]:
     ranges = {TopicPartition("t", 0): (0, 5), TopicPartition("t", 1): (2, 9)}
-    return _node_partitions(ranges, options)
+    return node_partitions(ranges, options)
 
 
 def test_options_and_partitions_never_show_the_password() -> None:
@@ -140,3 +140,207 @@ def test_offsets_within_the_bounds_are_kept() -> None:
     assert options.batch_max_messages == 1_000_000
     assert options.max_offsets_per_trigger == 2**63 - 1
     assert options.starting == {"t": {2147483647: 2**63 - 1, 0: -3}}
+
+
+def test_parity_options_have_backward_compatible_defaults() -> None:
+    """Without the new options: fail on data loss, headers kept, one task per node, no times."""
+    options = parse_options(BASE)
+    assert options.fail_on_data_loss is True
+    assert options.include_headers is True
+    assert options.min_partitions is None
+    assert (options.assign, options.subscribe_pattern) == (None, None)
+    assert (options.starting_times, options.ending_times) == (None, None)
+    assert options.by_timestamp_strategy == "latest"
+
+
+@pytest.mark.parametrize("value", ["false", "FALSE", " False "])
+def test_flags_read_true_and_false_in_any_case(value: str) -> None:
+    """The flags failOnDataLoss and includeHeaders take true or false, any case, spaced."""
+    options = parse_options(_options(failOnDataLoss=value, includeHeaders=value))
+    assert (options.fail_on_data_loss, options.include_headers) == (False, False)
+
+
+def test_assign_names_exact_partitions_sorted_once() -> None:
+    """The JSON of assign becomes sorted partitions, each once; no topics option then."""
+    options = parse_options({**_without("topics"), "assign": '{"stock": [2], "orders": [1, 0, 1]}'})
+    assert options.assign == (
+        TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("stock", 2)
+    )  # fmt: skip
+    assert options.topics == ()
+
+
+def test_subscribe_is_sparks_name_for_topics() -> None:
+    """subscribe=a,b reads the topics a and b, as Spark's source does; with topics it is refused."""
+    assert parse_options({**_without("topics"), "subscribe": "a, b"}).topics == ("a", "b")
+    with pytest.raises(ConfigError, match="options topics and subscribe are both given"):
+        parse_options({**_without("topics"), "topics": "a", "subscribe": "a"})
+
+
+def test_subscribe_pattern_is_kept_as_given() -> None:
+    """A subscribePattern is a regular expression, matched later against whole topic names."""
+    options = parse_options({**_without("topics"), "subscribePattern": "orders-.*"})
+    assert options.subscribe_pattern == "orders-.*"
+    assert options.topics == ()
+
+
+def _without(name: str) -> dict[str, Any]:
+    return {key: value for key, value in BASE.items() if key != name}
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({}, "option topics is required"),
+        ({"topics": "t", "assign": '{"t": [0]}'}, "options topics and assign are both given"),
+        ({"topics": "t", "subscribePattern": "t"}, "options topics and subscribePattern"),
+        ({"assign": '{"t": [0]}', "subscribePattern": "t"}, "exactly one of topics"),
+        ({"topics": " , "}, "topics=' , ' is not allowed"),
+        ({"assign": "orders"}, "assign='orders' is not allowed; use JSON such as"),
+        ({"assign": '["orders"]'}, "assign='[\"orders\"]' is not allowed"),
+        ({"assign": "{}"}, "assign='{}' is not allowed"),
+        ({"assign": '{"t": []}'}, "assign: topic 't' needs a list of partition numbers"),
+        ({"assign": '{"t": 0}'}, "assign: topic 't' needs a list of partition numbers"),
+        ({"assign": '{"t": [-1]}'}, "assign: 't' partition -1 is not allowed"),
+        ({"assign": '{"t": [true]}'}, "assign: 't' partition bool is not allowed"),
+        ({"assign": '{"t": ["0"]}'}, "assign: 't' partition str is not allowed"),
+        ({"assign": '{"t": [2147483648]}'}, "partition 2147483648 is not allowed"),
+        ({"assign": '{"bad topic": [0]}'}, "assign: "),
+        ({"assign": "[" * 100_000}, "assign='[[[[["),
+        ({"subscribePattern": "orders["}, "subscribePattern='orders[' is not allowed"),
+        ({"subscribePattern": "(?P<x"}, "subscribePattern='(?P<x' is not allowed"),
+        ({"subscribePattern": "  "}, "subscribePattern='  ' is not allowed"),
+    ],
+)
+def test_the_subscription_is_exactly_one_valid_option(more: dict[str, str], message: str) -> None:
+    """Exactly one of topics, subscribePattern and assign, each checked by name, briefly."""
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        parse_options({**_without("topics"), **more})
+    assert len(str(raised.value)) < 400
+    assert CANARY not in str(raised.value)
+
+
+def test_timestamps_parse_and_win_over_starting_offsets() -> None:
+    """A startingTimestamp beats startingOffsetsByTimestamp, which beats startingOffsets."""
+    by_partition = '{"t": {"0": 1700000000000, "1": 0}}'
+    options = parse_options(
+        _options(startingOffsetsByTimestamp=by_partition, endingOffsetsByTimestamp=by_partition)
+    )
+    assert options.starting_times == {"t": {0: 1_700_000_000_000, 1: 0}}
+    assert options.ending_times == {"t": {0: 1_700_000_000_000, 1: 0}}
+    both = parse_options(
+        _options(startingTimestamp="5", startingOffsetsByTimestamp=by_partition,
+                 endingTimestamp=str(2**63 - 1))
+    )  # fmt: skip
+    assert (both.starting_times, both.ending_times) == (5, 2**63 - 1)
+
+
+def test_a_starting_timestamp_needs_no_group() -> None:
+    """Timestamps win over startingOffsets=committed, so group.id is not required with them."""
+    options = parse_options({**_without("group.id"), "startingTimestamp": "1700000000000"})
+    assert options.group_id is None
+    with pytest.raises(ConfigError, match=r"group\.id is required"):
+        parse_options(_without("group.id"))
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({"startingTimestamp": "-1"}, "startingTimestamp='-1' is not allowed; use a timestamp"),
+        ({"startingTimestamp": "soon"}, "startingTimestamp='soon' is not allowed"),
+        ({"endingTimestamp": str(2**63)}, "endingTimestamp='9223372036854775808' is not allowed"),
+        ({"endingTimestamp": "1.5"}, "endingTimestamp='1.5'"),
+        ({"startingOffsetsByTimestamp": "1700000000000"},
+         "startingOffsetsByTimestamp='1700000000000' is not allowed; use JSON such as"),
+        ({"startingOffsetsByTimestamp": '{"t": {"0": -2}}'},
+         "startingOffsetsByTimestamp: 't' partition 0 timestamp -2 is not allowed"),
+        ({"endingOffsetsByTimestamp": '{"t": {"x": 5}}'},
+         "endingOffsetsByTimestamp: 't' partition 'x' is not allowed"),
+        ({"endingOffsetsByTimestamp": '{"t": [5]}'},
+         "endingOffsetsByTimestamp: topic 't' needs an object of partition"),
+        ({"startingOffsetsByTimestampStrategy": "earliest"},
+         "startingOffsetsByTimestampStrategy='earliest' is not allowed; use error or latest"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' is not allowed; use true or false"),
+        ({"includeHeaders": "1"}, "includeHeaders='1' is not allowed; use true or false"),
+        ({"minPartitions": "0"}, "minPartitions='0' is not allowed; use a whole number from 1"),
+        ({"minPartitions": "10001"}, "use a whole number from 1 to 10000"),
+        ({"minPartitions": "x" * 5000}, "minPartitions='xxxx"),
+    ],
+)  # fmt: skip
+def test_parity_option_values_are_refused_by_name(more: dict[str, str], message: str) -> None:
+    """A bad timestamp, flag, strategy or minPartitions names the option, value and what is ok."""
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        parse_options(_options(**more))
+    assert len(str(raised.value)) < 400
+    assert CANARY not in str(raised.value)
+
+
+def test_the_by_timestamp_strategy_and_min_partitions_parse() -> None:
+    """The by-timestamp strategy is error or latest in any case; minPartitions up to 10,000."""
+    options = parse_options(
+        _options(startingOffsetsByTimestampStrategy="ERROR", minPartitions="10000")
+    )
+    assert (options.by_timestamp_strategy, options.min_partitions) == ("error", 10_000)
+
+
+@pytest.mark.parametrize("name", ["endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"])
+def test_ending_options_are_batch_only(name: str) -> None:
+    """A streaming read refuses every ending option by name; a batch read takes it."""
+    value = '{"t": {"0": 5}}' if name != "endingTimestamp" else "5"
+    parse_options(_options(**{name: value}))
+    with pytest.raises(ConfigError, match=f"option {name} is not allowed in a streaming read"):
+        parse_options(_options(**{name: value}), streaming=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("groupIdPrefix", "use group.id"),
+        ("minOffsetsPerTrigger", "use maxOffsetsPerTrigger"),
+        ("maxTriggerDelay", "minOffsetsPerTrigger"),
+        ("kafkaConsumer.pollTimeoutMs", "60 s without a message"),
+        ("fetchOffset.numRetries", "30 s"),
+        ("fetchOffset.retryIntervalMs", "30 s"),
+    ],
+)
+def test_spark_options_this_source_lacks_are_refused(name: str, message: str) -> None:
+    """Spark's Kafka options without an equivalent here are refused, never silently ignored."""
+    with pytest.raises(ConfigError, match="of Spark's Kafka source is not supported") as raised:
+        parse_options(_options(**{name: "1"}))
+    assert message in str(raised.value)
+
+
+def test_kafka_auto_offset_reset_is_the_sources_own() -> None:
+    """The option kafka.auto.offset.reset is refused: startingOffsets and failOnDataLoss say it."""
+    with pytest.raises(ConfigError, match=r"option kafka\.auto\.offset\.reset is not allowed") as e:
+        parse_options(_options(**{"kafka.auto.offset.reset": "earliest"}))
+    assert "failOnDataLoss" in str(e.value)
+
+
+def test_the_schema_has_headers_unless_include_headers_is_false() -> None:
+    """DataSource.schema() reads includeHeaders from the options: no headers column if false."""
+    from client_balance.spark import SCHEMA, ClientBalanceDataSource
+
+    with_headers = ClientBalanceDataSource(dict(BASE)).schema()
+    without = ClientBalanceDataSource({**BASE, "includeheaders": "False"}).schema()
+    assert with_headers == SCHEMA
+    assert without.names == [name for name in SCHEMA.names if name != "headers"]
+    with pytest.raises(ConfigError, match="includeHeaders='no'"):
+        ClientBalanceDataSource({**BASE, "includeHeaders": "no"}).schema()
+
+
+def test_tasks_carry_the_headers_and_data_loss_choices() -> None:
+    """Each task's partition says whether to build headers and whether data loss fails it."""
+    options = parse_options(_options(includeHeaders="false", failOnDataLoss="false"))
+    for partition in _partitions(options):
+        assert (partition.include_headers, partition.fail_on_data_loss) == (False, False)
+    assert all(p.include_headers and p.fail_on_data_loss for p in _partitions(parse_options(BASE)))
+
+
+def test_a_stream_reader_refuses_ending_options() -> None:
+    """The data source's stream reader parses as a stream: an ending option is refused."""
+    from client_balance.spark import SCHEMA, ClientBalanceDataSource
+
+    source = ClientBalanceDataSource({**BASE, "endingTimestamp": "5"})
+    with pytest.raises(ConfigError, match="option endingTimestamp is not allowed in a streaming"):
+        source.streamReader(SCHEMA)
+    assert source.reader(SCHEMA) is not None

@@ -15,8 +15,10 @@ import client_balance._kafka._ranges as ranges_module
 import client_balance.spark._read as read_module
 from client_balance._kafka import read_ranges
 from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS
+from client_balance.errors import DataLossError
 from client_balance.keys import TopicPartition
 from client_balance.spark import NodePartition
+from client_balance.spark._partition import SCHEMA_WITHOUT_HEADERS
 from client_balance.spark._read import _to_arrow, read_node
 from client_balance.spark._source import SCHEMA
 
@@ -38,7 +40,7 @@ def _reference(messages: list[Any], node_id: int, schema: pa.Schema) -> pa.Recor
         [stamp * 1000 if kind else None for kind, stamp in stamps],
         [kind - 1 if kind else -1 for kind, _ in stamps],
         [
-            [{"key": k, "value": v} for k, v in headers] if (headers := message.headers()) else []
+            [{"key": k, "value": v} for k, v in headers] if (headers := message.headers()) else None
             for message in messages
         ],
         [node_id] * len(messages),
@@ -96,12 +98,21 @@ def test_batches_equal_the_row_by_row_conversion(messages: list[Message]) -> Non
     assert made.to_pylist() == expected.to_pylist()
 
 
-def test_headers_are_empty_lists_never_nulls() -> None:
-    """A message without headers has [] in the headers column, with headers around it or not."""
-    for messages in ([_message()], [_message(headers=[("k", b"v")]), _message()]):
+def test_without_headers_the_batch_has_every_other_column() -> None:
+    """includeHeaders=false: the same batch as with headers, minus the headers column."""
+    schema = to_arrow_schema(SCHEMA_WITHOUT_HEADERS, timezone="UTC")
+    made = _to_arrow(_mixed(), 3, schema)
+    expected = _reference(_mixed(), 3, ARROW_SCHEMA)
+    assert made.schema.equals(schema)
+    assert made.equals(expected.drop_columns(["headers"]))
+
+
+def test_a_message_without_headers_has_null_headers_as_in_sparks_source() -> None:
+    """No headers (None or an empty list) is null, with headers around it or not."""
+    for messages in ([_message()], [_message(headers=[("k", b"v")]), _message(headers=[])]):
         headers = _to_arrow(messages, 0, ARROW_SCHEMA).column("headers")
-        assert headers.null_count == 0
-        assert headers.to_pylist()[-1] == []
+        assert headers.to_pylist()[-1] is None
+        assert headers.null_count == 1
 
 
 def test_timestamps_are_microseconds_and_kafka_types() -> None:
@@ -125,10 +136,17 @@ def test_an_empty_list_is_an_empty_batch_of_the_schema() -> None:
 class _FakeConsumer:
     """Plays a consumer's ``consume()`` answers and records what the reader asks of it."""
 
-    def __init__(self, answers: list[list[Message]], positions: dict[tuple[str, int], int]):
+    def __init__(
+        self,
+        answers: list[list[Message]],
+        positions: dict[tuple[str, int], int],
+        watermarks: dict[tuple[str, int], tuple[int, int]],
+    ):
         self.answers = answers
         self.positions = positions
+        self.watermarks = watermarks
         self.assigned: list[tuple[str, int, int]] = []
+        self.reassigned: list[tuple[str, int, int]] = []
         self.unassigned: list[tuple[str, int]] = []
         self.asked: list[int] = []
         self.closed = False
@@ -143,6 +161,12 @@ class _FakeConsumer:
     def incremental_unassign(self, partitions: list[Any]) -> None:
         self.unassigned += [(p.topic, p.partition) for p in partitions]
 
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        self.reassigned += [(p.topic, p.partition, p.offset) for p in partitions]
+
+    def get_watermark_offsets(self, partition: Any, timeout: float) -> tuple[int, int]:
+        return self.watermarks[(partition.topic, partition.partition)]
+
     def position(self, partitions: list[Any]) -> list[Any]:
         for p in partitions:
             p.offset = self.positions.get((p.topic, p.partition), -1001)
@@ -155,11 +179,11 @@ class _FakeConsumer:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """``read_ranges`` builds a ``_FakeConsumer``; the dict gets its answers and the client."""
-    box: dict[str, Any] = {"answers": [], "positions": {}}
+    box: dict[str, Any] = {"answers": [], "positions": {}, "watermarks": {}}
 
     def client(config: dict[str, Any]) -> _FakeConsumer:
         box["config"] = config
-        consumer = _FakeConsumer(box["answers"], box["positions"])
+        consumer = _FakeConsumer(box["answers"], box["positions"], box["watermarks"])
         box["consumer"] = consumer
         return consumer
 
@@ -242,13 +266,78 @@ def test_the_reader_asks_for_no_more_than_its_ranges_hold(fake: dict[str, Any]) 
 def test_the_reader_fetches_with_the_sdk_settings_unless_told_otherwise(
     fake: dict[str, Any],
 ) -> None:
-    """The fetching consumer's librdkafka defaults apply; a kafka. option overrides them."""
+    """The fetch defaults apply, kafka. options override them; out of range is always an error."""
     fake["answers"].append([_message("a", 0, 0)])
     given = {"fetch.queue.backoff.ms": 500, "bootstrap.servers": "h:1"}
     list(
-        read_ranges(given, {TopicPartition("a", 0): (0, 1)}, batch_max_messages=5, idle_timeout_s=5)
-    )
-    assert fake["config"] == {**LIBRDKAFKA_DEFAULTS, **given}
+        read_ranges(
+            {**given, "auto.offset.reset": "earliest"}, {TopicPartition("a", 0): (0, 1)},
+            batch_max_messages=5, idle_timeout_s=5,
+        )
+    )  # fmt: skip
+    assert fake["config"] == {**LIBRDKAFKA_DEFAULTS, **given, "auto.offset.reset": "error"}
+
+
+def _out_of_range(topic: str, partition: int, offset: int) -> Message:
+    """The event of librdkafka for a fetch at an offset the log does not have (reset=error)."""
+    return _message(topic, partition, offset, error=KafkaError(KafkaError._AUTO_OFFSET_RESET))
+
+
+def test_a_start_below_the_log_start_is_data_loss(fake: dict[str, Any]) -> None:
+    """Without a handler, a start the log lost raises DataLossError naming partition and range."""
+    fake["answers"].append([_out_of_range("a", 0, 10)])
+    fake["watermarks"][("a", 0)] = (40, 100)
+    with pytest.raises(DataLossError) as raised:
+        list(read_ranges({}, {TopicPartition("a", 0): (10, 60)}, batch_max_messages=10,
+                         idle_timeout_s=5))  # fmt: skip
+    error = raised.value
+    assert (error.partition, error.lost_from, error.lost_to) == ("a:0", 10, 40)
+    assert "a:0" in str(error)
+    assert "[10, 40)" in str(error)
+    assert fake["consumer"].closed
+
+
+def test_a_handled_loss_reads_on_from_the_log_start(fake: dict[str, Any]) -> None:
+    """A handler that returns: the range goes on at the low watermark, other ranges unharmed."""
+    fake["answers"] += [
+        [_message("b", 0, 0), _out_of_range("a", 0, 10)],
+        [_message("a", 0, 40), _message("a", 0, 41), _message("b", 0, 1)],
+    ]
+    fake["watermarks"][("a", 0)] = (40, 100)
+    lost: list[DataLossError] = []
+    wanted = {TopicPartition("a", 0): (10, 42), TopicPartition("b", 0): (0, 2)}
+    got = list(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=5,
+                           on_data_loss=lost.append))  # fmt: skip
+    assert _offsets(got) == [("b", 0, 0), ("a", 0, 40), ("a", 0, 41), ("b", 0, 1)]
+    assert [(e.partition, e.lost_from, e.lost_to) for e in lost] == [("a:0", 10, 40)]
+    assert fake["consumer"].reassigned == [("a", 0, 40)]
+
+
+@pytest.mark.parametrize(
+    ("watermarks", "lost_to"), [((50, 60), 30), ((0, 5), 30)], ids=["deleted", "truncated"]
+)
+def test_a_range_wholly_gone_ends_with_its_loss(
+    fake: dict[str, Any], watermarks: tuple[int, int], lost_to: int
+) -> None:
+    """Deleted past its end, or the log cut below its start: the whole rest is lost, read ends."""
+    fake["answers"].append([_out_of_range("a", 0, 10)])
+    fake["watermarks"][("a", 0)] = watermarks
+    lost: list[DataLossError] = []
+    got = list(read_ranges({}, {TopicPartition("a", 0): (10, 30)}, batch_max_messages=10,
+                           idle_timeout_s=5, on_data_loss=lost.append))  # fmt: skip
+    assert got == []
+    assert [(e.lost_from, e.lost_to) for e in lost] == [(10, lost_to)]
+    assert fake["consumer"].reassigned == []
+
+
+def test_gaps_inside_the_log_are_no_loss(fake: dict[str, Any]) -> None:
+    """Compacted records and transaction markers leave gaps: read past, nothing reported."""
+    fake["answers"].append([_message("a", 0, 3), _message("a", 0, 7), _message("a", 0, 12)])
+    lost: list[DataLossError] = []
+    got = list(read_ranges({}, {TopicPartition("a", 0): (0, 10)}, batch_max_messages=10,
+                           idle_timeout_s=5, on_data_loss=lost.append))  # fmt: skip
+    assert _offsets(got) == [("a", 0, 3), ("a", 0, 7)]
+    assert lost == []
 
 
 def test_the_collector_is_paused_for_the_read_and_resumed_after(

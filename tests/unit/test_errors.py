@@ -22,6 +22,7 @@ EXAMPLES: list[errors.ClientBalanceError] = [
     errors.PinConflictError("pinned there", key="1:t:0", holder="c-3"),
     errors.CallbackError("assigner raised", callback="assigner", round_number=4),
     errors.RedeliveryLimitError("stuck", key="1:t:0", offset=7, rollbacks=4),
+    errors.DataLossError("gone", partition="orders:3", lost_from=10, lost_to=25),
     errors.GroupConflictError("contradicts"),
     errors.InconsistentTopicsError("topics", ours=["a"], group=["a", "b"]),
     errors.InconsistentFiltersError("filters", ours={"a": ["x"]}, group={}),
@@ -65,7 +66,7 @@ def test_errors_survive_pickling(error: errors.ClientBalanceError) -> None:
         (errors.PartitionNotFoundError, 404), (errors.PartitionOccupiedError, 410),
         (errors.TooFrequentError, 421), (errors.PartitionUnsubscribableError, 422),
         (errors.InconsistentSourceCountError, 429), (errors.DuplicateNodeIdError, 430),
-        (errors.KafkaClientError, None), (errors.BrokerError, None),
+        (errors.KafkaClientError, None), (errors.BrokerError, None), (errors.DataLossError, None),
     ],
 )  # fmt: skip
 def test_tubemq_codes(cls: type[errors.ClientBalanceError], code: int | None) -> None:

@@ -32,6 +32,7 @@ def test_public_names_are_pinned() -> None:
         "ConfigError",
         "ConfirmResult",
         "ConsumeResult",
+        "DataLossError",
         "DuplicateNodeIdError",
         "GroupConflictError",
         "GroupInUseError",
@@ -137,6 +138,7 @@ def test_spark_names_are_pinned() -> None:
         "ClientBalanceDataSource",
         "NodePartition",
         "SourceOptions",
+        "kafka_connector_jars",
         "parse_options",
         "register",
     ]

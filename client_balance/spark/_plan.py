@@ -1,0 +1,250 @@
+"""Planning a read on the driver: which partitions, which offsets, and which Spark tasks.
+
+The options name the partitions (``topics``, ``subscribePattern`` or ``assign``); Kafka answers
+each one's watermarks and the group's committed offset; ``startingOffsets``/``endingOffsets``,
+or the timestamps that win over them, become ``[start, end)`` per partition, checked for data
+loss (``failOnDataLoss``); the strategy hands the partitions to the nodes, and ``minPartitions``
+may cut a node's share into several tasks (``_split``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from client_balance import admin
+from client_balance._kafka import data_lost, offsets_for_timestamps
+from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
+from client_balance.spark._loss import report_loss
+from client_balance.spark._option_values import COMMITTED, EARLIEST, LATEST, Offsets
+from client_balance.spark._options import SourceOptions
+from client_balance.spark._partition import NodePartition
+from client_balance.spark._split import split_shares
+from client_balance.strategies import get_strategy
+from client_balance.strategies._nodes import node_assignment, partition_counts
+
+__all__ = [
+    "READER_GROUP",
+    "Bounds",
+    "batch_ranges",
+    "cut",
+    "node_partitions",
+    "offset_json",
+    "parse_offset_json",
+    "partition_offsets",
+    "stream_bases",
+    "stream_starts",
+]
+
+READER_GROUP = "__client_balance_spark_reader"
+"""The group of a read without ``group.id``: its offsets are read, never committed."""
+_SHOWN = 5  # partitions named in an error; the count says how many more
+
+Bounds = Mapping[TopicPartition, tuple[int, int, int | None]]
+"""Partition -> (low watermark, high watermark, the group's committed offset or None)."""
+
+
+def partition_offsets(options: SourceOptions) -> Bounds:
+    """(low, high, committed) of every partition the options read, as Kafka answers now.
+
+    A pattern is matched against the cluster's topics on every call, so a streaming query
+    finds the topics created since its last micro-batch.
+    """
+    servers, kafka = options.bootstrap_servers, options.kafka
+    group = options.group_id or READER_GROUP
+    if options.subscribe_pattern is not None:
+        return admin.partition_offsets(
+            servers,
+            group,
+            [],
+            kafka=kafka,
+            skip_missing=True,  # a topic deleted between the listing and the offsets
+            matching=_matcher(options.subscribe_pattern),
+        )
+    if options.assign is None:
+        return admin.partition_offsets(servers, group, list(options.topics), kafka=kafka)
+    topics = sorted({tp.topic for tp in options.assign})
+    found = admin.partition_offsets(servers, group, topics, kafka=kafka, skip_missing=True)
+    # ConfigError, not PartitionNotFoundError: the option is wrong, as for a missing topic
+    # (PartitionNotFoundError is a consumer call's answer about one partition key).
+    missing = [tp for tp in options.assign if tp not in found]
+    if missing:
+        shown = ", ".join(map(str, missing[:_SHOWN]))
+        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
+        raise ConfigError(
+            f"assign names partitions the cluster does not have: {shown}{more}; use partitions "
+            "of existing topics"
+        )
+    return {tp: found[tp] for tp in options.assign}
+
+
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    compiled = re.compile(pattern)
+
+    def matches(topic: str) -> bool:
+        # Internal topics (__consumer_offsets, the status topic) are never a read's data.
+        return not topic.startswith("__") and compiled.fullmatch(topic) is not None
+
+    return matches
+
+
+def batch_ranges(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition, tuple[int, int]]:
+    """``[start, end)`` of every partition, clamped into its log, data loss reported."""
+    starts = _timed(options, options.starting_times, bounds, starting=True)
+    ends = _timed(options, options.ending_times, bounds, starting=False)
+    ranges = {}
+    for tp, (low, high, committed) in sorted(bounds.items()):
+        start = starts[tp] if starts else _pick(options.starting, tp, low, high, committed)
+        end = high if options.ending == LATEST else _pick(options.ending, tp, low, high, committed)
+        end = min(ends[tp] if ends else end, high)
+        _check_loss(options, tp, start, min(low, end), "planning the read")
+        start = min(max(start, low), high)
+        ranges[tp] = (start, max(start, end))
+    return ranges
+
+
+def stream_starts(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition, int]:
+    """Where a new streaming query starts in each partition, data loss reported."""
+    starts = _timed(options, options.starting_times, bounds, starting=True)
+    answer = {}
+    for tp, (low, high, committed) in sorted(bounds.items()):
+        start = starts[tp] if starts else _pick(options.starting, tp, low, high, committed)
+        _check_loss(options, tp, start, low, "starting the streaming query")
+        answer[tp] = min(max(start, low), high)
+    return answer
+
+
+def stream_bases(
+    options: SourceOptions, first: Mapping[TopicPartition, int], bounds: Bounds
+) -> dict[TopicPartition, int]:
+    """Where the next micro-batch's data starts: ``first`` (0: a new partition), or the log's.
+
+    With ``failOnDataLoss=true`` a start below the log's start raises here, while planning;
+    otherwise the task that reads it warns, as it reads on from the log's start.
+    """
+    bases = {}
+    for tp, (low, _, _) in sorted(bounds.items()):
+        start = first.get(tp, 0)
+        if options.fail_on_data_loss:
+            _check_loss(options, tp, start, low, "planning the next micro-batch")
+        bases[tp] = max(start, low)
+    return bases
+
+
+def _check_loss(
+    options: SourceOptions, tp: TopicPartition, start: int, lost_to: int, doing: str
+) -> None:
+    if start < lost_to:
+        report_loss(data_lost(tp, start, lost_to, doing), fail=options.fail_on_data_loss)
+
+
+def _timed(
+    options: SourceOptions, times: Offsets | None, bounds: Bounds, *, starting: bool
+) -> dict[TopicPartition, int]:
+    """The offsets of the timestamps ``times``; empty without them.
+
+    A partition without a timestamp starts at the earliest or ends at the latest offset; a
+    timestamp no message reaches resolves to the end (``startingOffsetsByTimestampStrategy=
+    error`` refuses it for a start, as Spark's default does).
+    """
+    if times is None:
+        return {}
+    stamps = {tp: stamp for tp in sorted(bounds) if (stamp := _chosen(times, tp)) is not None}
+    found = offsets_for_timestamps(
+        options.bootstrap_servers, options.group_id or READER_GROUP, stamps, kafka=options.kafka
+    )
+    answer = {}
+    for tp, (low, high, _) in sorted(bounds.items()):
+        if tp not in stamps:
+            answer[tp] = low if starting else high
+            continue
+        offset = found.get(tp)
+        if offset is None and starting and options.by_timestamp_strategy == "error":
+            raise ConfigError(
+                f"startingOffsetsByTimestampStrategy=error: {tp} has no message at or after "
+                f"{stamps[tp]} ms; use startingOffsetsByTimestampStrategy=latest to start such a "
+                "partition at its end"
+            )
+        answer[tp] = high if offset is None else offset
+    return answer
+
+
+def _chosen(chosen: Offsets, tp: TopicPartition) -> int | None:
+    """``chosen``'s value for ``tp``: the one for every partition, or its own (None: none)."""
+    if isinstance(chosen, int):
+        return chosen
+    return chosen.get(tp.topic, {}).get(tp.partition)
+
+
+def _pick(chosen: Offsets, tp: TopicPartition, low: int, high: int, committed: int | None) -> int:
+    """The offset ``chosen`` asks for, not clamped: below ``low`` is data loss."""
+    offset = _chosen(chosen, tp)
+    if offset is None or offset == EARLIEST:  # partitions left out start at the earliest
+        return low
+    if offset == LATEST:
+        return high
+    if offset == COMMITTED:
+        return low if committed is None else committed
+    return offset
+
+
+def cut(
+    first: Mapping[TopicPartition, int], highs: dict[TopicPartition, int], most: int
+) -> dict[TopicPartition, int]:
+    """Ends that take at most ``most`` messages, shared in proportion to each backlog."""
+    backlog = {tp: max(high - first.get(tp, 0), 0) for tp, high in highs.items()}
+    total = sum(backlog.values())
+    if total <= most:
+        return highs
+    share = {tp: most * size // total for tp, size in backlog.items()}
+    left = most - sum(share.values())
+    for tp in sorted(backlog, key=lambda tp: (-backlog[tp], tp)):  # the remainder, biggest first
+        if left <= 0:
+            break
+        if share[tp] < backlog[tp]:
+            share[tp] += 1
+            left -= 1
+    return {tp: first.get(tp, 0) + share[tp] for tp in highs}
+
+
+def offset_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset of a stream: ``{"topic": {"partition": offset}}``."""
+    # Spark compares offsets as JSON strings: build them in one order, always.
+    answer: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        answer.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return answer
+
+
+def parse_offset_json(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    """The partitions' offsets of one of Spark's stream offsets (:func:`offset_json`)."""
+    return {
+        TopicPartition(topic, int(number)): int(offset)
+        for topic, per_partition in offsets.items()
+        for number, offset in per_partition.items()
+    }
+
+
+def node_partitions(
+    ranges: Mapping[TopicPartition, tuple[int, int]], options: SourceOptions
+) -> list[NodePartition]:
+    """The Spark tasks of a read: each node's share by the strategy, cut by ``minPartitions``."""
+    counts = partition_counts(ranges)
+    shares = node_assignment(get_strategy(options.strategy), counts, options.nodes(len(ranges)))
+    config = options.kafka_config(READER_GROUP)
+    per_node = [
+        [(tp.topic, tp.partition, *ranges[tp]) for tp in sorted(share) if tp in ranges]
+        for share in shares
+    ]
+    return [
+        NodePartition(
+            node_id=node,
+            ranges=tuple(task),
+            kafka=config,
+            batch_max_messages=options.batch_max_messages,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
+        for node, task in split_shares(per_node, options.min_partitions)
+    ]

@@ -127,16 +127,20 @@ class QueryMembership:
             if not blocked:
                 return
             reports = status.live_reports()
-            in_the_way = [reports.get(member) for member in set(blocked.values())]
-            if any(report is None or report.mode != SPARK_MODE for report in in_the_way):
+            # A member missing here lapsed since the verdict: the next try passes it.
+            in_the_way = [reports[m] for m in sorted(set(blocked.values())) if m in reports]
+            if any(report.mode != SPARK_MODE for report in in_the_way):
                 self._refuse(blocked)  # leaving withdraws the claims won
             if deadline_s is None:
-                longest_s = max(report.lease_timeout_s for report in in_the_way if report)
+                longest_s = max(
+                    (report.lease_timeout_s for report in in_the_way),
+                    default=self._settings.lease_timeout_s,
+                )
                 deadline_s = time.monotonic() + longest_s + self._settings.request_timeout_s
                 _log.info(
                     "waiting for an earlier query to leave", members=sorted(set(blocked.values()))
                 )
-            if time.monotonic() > deadline_s:
+            if deadline_s is not None and time.monotonic() > deadline_s:
                 self._refuse(blocked)
             time.sleep(_RETRY_CLAIM_S)
 

@@ -42,6 +42,7 @@ from client_balance.spark._plan import (
     stream_starts,
 )
 from client_balance.spark._read import read_node
+from client_balance.spark._registration import QueryMembership, leave_on_terminate
 from client_balance.strategies import Strategy
 from client_balance.strategies._registry import adopt_strategies
 
@@ -139,6 +140,9 @@ class _StreamReader(DataSourceStreamReader):
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
+        # Made by the first _hold(), in the process that serves the query: Spark also builds
+        # this reader in planning processes and pickles it with its read function.
+        self._membership: QueryMembership | None = None
 
     def _offsets(self) -> Bounds:
         return partition_offsets(self._options)
@@ -146,8 +150,9 @@ class _StreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
         """Where a query without a checkpoint starts: ``startingOffsets`` or a timestamp."""
         found = self._offsets()
-        _refuse_live_holders(self._options, found)
-        return offset_json(stream_starts(self._options, found))
+        starts = stream_starts(self._options, found)
+        self._hold(starts, found)
+        return offset_json(starts)
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``maxOffsetsPerTrigger`` messages per micro-batch, or everything available."""
@@ -168,6 +173,7 @@ class _StreamReader(DataSourceStreamReader):
             self._commit(first)
         found = self._offsets()
         bases = stream_bases(self._options, first, found)
+        self._hold(first, found)
         highs = {tp: high for tp, (_, high, _) in found.items()}
         if isinstance(limit, ReadMaxRows):
             highs = cut(bases, highs, limit.max_rows)
@@ -189,7 +195,31 @@ class _StreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Everything before ``end`` is processed: commit it to the Kafka group."""
-        self._commit(parse_offset_json(end))
+        done = parse_offset_json(end)
+        self._commit(done)
+        if self._membership is not None:
+            self._membership.hold(done, {})
+
+    def stop(self) -> None:
+        """The query stopped: leave the group (if Spark lets it: ``_registration``)."""
+        if self._membership is not None:
+            self._membership.leave()
+
+    def _hold(self, positions: dict[TopicPartition, int], found: Bounds) -> None:
+        """Hold every partition of the query's topics, standing at ``positions``.
+
+        A query of a group is one of its members (``_registration``), unless it reads what the
+        members hold, read-only.
+        """
+        options = self._options
+        if options.group_id is None or options.read_held_partitions:
+            return
+        if self._membership is None:
+            nodes = options.source_count or options.default_source_count or 0
+            self._membership = QueryMembership(options, source_count=nodes)
+            leave_on_terminate(self._membership)
+        highs = {tp: high for tp, (_, high, _) in found.items()}
+        self._membership.hold(positions, highs)
 
     def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         options = self._options

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import product, repeat
 
 from client_balance.keys import TopicPartition
 from client_balance.strategies._base import (
     Assignment,
     Member,
     PartitionRacks,
+    paused_gc,
     sorted_members,
     subscribed_partition_counts,
+    subscribed_topics,
 )
 from client_balance.strategies._racks import declared_racks, racks_can_help, replica_racks
 
@@ -65,28 +68,71 @@ class RangeStrategy:
     ) -> Assignment:
         """Assign each topic's partitions in runs to its sorted subscribers, matching racks."""
         ordered = sorted_members(members)
-        counts = subscribed_partition_counts(partitions, ordered)
+        topics, equal = subscribed_topics(ordered)
+        counts = subscribed_partition_counts(partitions, ordered, topics)
         assignment: Assignment = {member.id: [] for member in ordered}
         rack_placed: dict[str, list[int]] = {}
-        if partition_racks is not None and any(member.rack for member in ordered):
-            rack_placed = _rack_aware_owners(counts, ordered, partition_racks)
-        for topic, count in counts.items():
-            owners = rack_placed.get(topic)
-            if owners is not None:
-                for partition, owner in enumerate(owners):
-                    if owner >= 0:  # as Java would; never false, the quotas add up to the count
-                        assignment[ordered[owner].id].append(TopicPartition(topic, partition))
-                continue
-            subscribers = [member.id for member in ordered if topic in member.topics]
-            share, extra = divmod(count, len(subscribers))
-            start = 0
-            for index, member_id in enumerate(subscribers):
-                length = share + (1 if index < extra else 0)
-                assignment[member_id].extend(
-                    TopicPartition(topic, partition) for partition in range(start, start + length)
-                )
-                start += length
+        with paused_gc(sum(counts.values())):
+            if partition_racks is not None and any(member.rack for member in ordered):
+                rack_placed = _rack_aware_owners(counts, ordered, partition_racks)
+            for run, subscribers, count in _runs(counts, ordered, equal=equal):
+                if run[0] in rack_placed:
+                    for topic in run:
+                        for partition, owner in enumerate(rack_placed[topic]):
+                            if owner >= 0:  # as Java would; always, the quotas add up
+                                assignment[ordered[owner].id].append(
+                                    TopicPartition(topic, partition)
+                                )
+                    continue
+                share, extra = divmod(count, len(subscribers))
+                start = 0
+                for index, member_id in enumerate(subscribers):
+                    end = start + share + (1 if index < extra else 0)
+                    if end > start:
+                        # The same run of numbers of every topic of the run, topic by topic.
+                        assignment[member_id] += map(
+                            tuple.__new__,
+                            repeat(TopicPartition),
+                            product(run, range(start, end)),
+                        )
+                    start = end
         return assignment
+
+
+def _runs(
+    counts: Mapping[str, int], ordered: Sequence[Member], *, equal: bool
+) -> Iterator[tuple[list[str], list[str], int]]:
+    """Consecutive topics (by name) with the same subscribers and partition count.
+
+    Range gives every topic of such a run the same partition numbers per member, so a member's
+    share of a whole run is built at once; with a million partitions that is one step per
+    member instead of one per member and topic. A run never spans a rack-matched topic and
+    another one: rack matching groups topics by the same subscribers and count, so all topics
+    of a run are matched together or not at all.
+    """
+    # Members with the same topics subscribe the same topics: test each set once per topic.
+    classes: dict[frozenset[str], list[int]] = {}
+    if equal and ordered:  # known already (``subscribed_topics``): spare comparing sets again
+        classes[ordered[0].topics] = list(range(len(ordered)))
+    else:
+        for index, member in enumerate(ordered):
+            classes.setdefault(member.topics, []).append(index)
+    sets = list(classes.items())
+    subscribers_of: dict[tuple[int, ...], list[str]] = {}
+    run: list[str] = []
+    key: tuple[tuple[int, ...], int] | None = None
+    for topic, count in counts.items():
+        signature = tuple(i for i, (topics, _) in enumerate(sets) if topic in topics)
+        if (signature, count) != key:
+            if key is not None:
+                yield run, subscribers_of[key[0]], key[1]
+            run, key = [], (signature, count)
+            if signature not in subscribers_of:
+                indices = sorted(i for c in signature for i in sets[c][1])
+                subscribers_of[signature] = [ordered[i].id for i in indices]
+        run.append(topic)
+    if key is not None:
+        yield run, subscribers_of[key[0]], key[1]
 
 
 class _Ledger:

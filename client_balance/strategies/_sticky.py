@@ -26,6 +26,7 @@ from client_balance.strategies._base import (
     PartitionRacks,
     paused_gc,
     subscribed_partition_counts,
+    subscribed_topics,
 )
 from client_balance.strategies._sticky_constrained import assign_constrained
 from client_balance.strategies._sticky_general import assign_general
@@ -40,9 +41,10 @@ def _sticky_target(
     partition_racks: PartitionRacks | None,
 ) -> tuple[Assignment, dict[TopicPartition, str] | None]:
     """The eager target and, on the constrained path, the partitions changing owner."""
-    counts = subscribed_partition_counts(partitions, members)
+    topics, equal = subscribed_topics(members)
+    counts = subscribed_partition_counts(partitions, members, topics)
     with paused_gc(sum(counts.values())):
-        group = StickyGroup.settle(counts, members, partition_racks)
+        group = StickyGroup.settle(counts, members, partition_racks, subscriptions_equal=equal)
         if not group.hash_order:
             return {}, {}
         if group.subscriptions_equal:

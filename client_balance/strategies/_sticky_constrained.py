@@ -24,17 +24,19 @@ makes a fresh assignment of a million partitions a handful of list slices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from itertools import compress, repeat
+from collections.abc import Mapping
+from itertools import compress, product, repeat
 from operator import itemgetter, not_
 
 from client_balance.keys import TopicPartition
-from client_balance.strategies._base import partitions_of
+from client_balance.strategies._base import all_partitions
 from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 
 __all__ = ["assign_constrained"]
 
 _BY_PARTITION_THEN_TOPIC = itemgetter(1, 0)
+# A fresh group is dealt member by member only if each step builds this many partitions.
+_PARTITIONS_PER_STEP = 16
 
 
 class _Builder:
@@ -55,10 +57,17 @@ class _Builder:
 
     def run(self) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str]]:
         self.keep_owned()
+        racks = self.group.racks
+        if not (self.kept or self.maybe_revoked or self.group.multiply_claimed or racks.active):
+            # Nothing held before: step 3 alone, which deals partition i to member i mod N.
+            ordered = sorted(self.group.hash_order, key=member_id_key)
+            dealt = _dealt(self.group.counts, len(ordered))
+            if dealt is not None:
+                by_member = dict(zip(ordered, dealt, strict=True))
+                return {m: by_member[m] for m in self.group.hash_order}, self.transferring
         unassigned = self.unassigned()
         self.under_min.sort(key=member_id_key)
         self.exactly_min.sort(key=member_id_key)
-        racks = self.group.racks
         if racks.active:
             unassigned = self.assign_on_racks(racks.by_rack_members(unassigned))
         self.assign_round_robin(unassigned)
@@ -108,7 +117,7 @@ class _Builder:
         """All partitions in (topic, partition) order, less the kept ones."""
         counts = self.group.counts
         if not self.kept:
-            return [tp for topic, count in counts.items() for tp in partitions_of(topic, count)]
+            return all_partitions(counts.items())
         # One byte per partition marks the kept ones; finding the rest is then a C-level scan,
         # where a set of a million kept partitions would hash each of them again.
         marks = {topic: bytearray(count) for topic, count in counts.items()}
@@ -154,7 +163,7 @@ class _Builder:
             if member_id is None:
                 left.append(partition)
             else:
-                self.give(member_id, (partition,))
+                self.give(member_id, [partition])
         return left
 
     def assign_round_robin(self, unassigned: list[TopicPartition]) -> None:
@@ -177,11 +186,10 @@ class _Builder:
         if len(rest) > len(self.exactly_min):
             raise _broken("no more unfilled members to be assigned")
         for partition, member_id in zip(rest, self.exactly_min, strict=False):
-            self.give(member_id, (partition,))
+            self.give(member_id, [partition])
 
-    def give(self, member_id: str, partitions: Iterable[TopicPartition]) -> None:
-        partitions = list(partitions)
-        self.assignment[member_id].extend(partitions)
+    def give(self, member_id: str, partitions: list[TopicPartition]) -> None:
+        self.assignment[member_id] += partitions
         if self.maybe_revoked or self.group.multiply_claimed:
             for partition in partitions:
                 previous = self.maybe_revoked.get(partition)
@@ -189,6 +197,41 @@ class _Builder:
                     previous is not None and previous != member_id
                 ) or partition in self.group.multiply_claimed:
                     self.transferring[partition] = member_id
+
+
+def _dealt(counts: Mapping[str, int], width: int) -> list[list[TopicPartition]] | None:
+    """Partition i of all (topics in order) to member i mod ``width``, built member by member.
+
+    Built as ``all_partitions(counts)[rank::width]`` would be, but each member's partitions
+    are made where they will stay: a million tuples are not made in one order and then read
+    in another, scattered (which costs a cache miss each). Consecutive topics with the same
+    count, a multiple of ``width``, give every member the same partition numbers, so one
+    ``product`` serves them all; None if that would take more steps than it saves.
+    """
+    segments: list[tuple[list[str], int, int]] = []  # topics, their count, first index mod width
+    offset = 0
+    for topic, count in counts.items():
+        shift = offset % width
+        if segments and segments[-1][1] == count and segments[-1][2] == shift:
+            segments[-1][0].append(topic)
+        else:
+            segments.append(([topic], count, shift))
+        offset += count
+    if len(segments) * width * _PARTITIONS_PER_STEP > offset:
+        return None
+    dealt = []
+    for rank in range(width):
+        partitions: list[TopicPartition] = []
+        for topics, count, shift in segments:
+            first = (rank - shift) % width
+            if first < count:
+                partitions += map(
+                    tuple.__new__,
+                    repeat(TopicPartition),
+                    product(topics, range(first, count, width)),
+                )
+        dealt.append(partitions)
+    return dealt
 
 
 def _broken(what: str) -> RuntimeError:

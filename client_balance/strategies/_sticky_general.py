@@ -29,17 +29,24 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import filterfalse, groupby, repeat
+from operator import itemgetter
 
 from client_balance.keys import TopicPartition
-from client_balance.strategies._base import partitions_of
-from client_balance.strategies._javahash import JavaHashSet
+from client_balance.strategies._base import all_partitions
+from client_balance.strategies._sticky_fill import fill_least_loaded
 from client_balance.strategies._sticky_group import StickyGroup, member_id_key
+from client_balance.strategies._sticky_moves import Movements
 
 __all__ = ["assign_general"]
 
 
 # A partition can move only if its topic has this many subscribers.
 _MOVABLE_SUBSCRIBERS = 2
+# A run of partitions shorter than its subscribers over this is placed one partition at a time.
+_SHORT_RUN = 4
+# Members per distinct subscription from which subscribers are listed by subscription.
+_FEW_SUBSCRIPTIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,75 +55,29 @@ class _PreviousOwner:
     generation: int
 
 
-class _Movements:
-    """Partition moves so far, to swap a partition back rather than move a second one across."""
-
-    def __init__(self) -> None:
-        self.source_of: dict[TopicPartition, tuple[str, str]] = {}
-        self.by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
-
-    def _forget(self, partition: TopicPartition) -> tuple[str, str]:
-        pair = self.source_of.pop(partition)
-        pairs = self.by_topic[partition[0]]
-        moved = pairs[pair]
-        moved.discard(partition)
-        if not moved:
-            del pairs[pair]
-            if not pairs:
-                del self.by_topic[partition[0]]
-        return pair
-
-    def _record(self, partition: TopicPartition, pair: tuple[str, str]) -> None:
-        self.source_of[partition] = pair
-        self.by_topic.setdefault(partition[0], {}).setdefault(pair, JavaHashSet()).add(partition)
-
-    def move(self, partition: TopicPartition, old: str, new: str) -> None:
-        if partition in self.source_of:
-            source, _ = self._forget(partition)
-            if source != new:
-                self._record(partition, (source, new))
-        else:
-            self._record(partition, (old, new))
-
-    def partition_to_move(self, partition: TopicPartition, old: str, new: str) -> TopicPartition:
-        pairs = self.by_topic.get(partition[0])
-        if pairs is None:
-            return partition
-        if partition in self.source_of:
-            old = self.source_of[partition][0]
-        reverse = pairs.get((new, old))
-        return partition if reverse is None else reverse.first()
-
-
 class _Builder:
     def __init__(self, group: StickyGroup) -> None:
         self.group = group
         self.counts = group.counts
         self.racks = group.racks
-        self.subscribers: dict[str, list[str]] = {topic: [] for topic in group.counts}
-        self.topics_of: dict[str, frozenset[str]] = {}
-        for member_id in group.hash_order:
-            topics = group.members[member_id].topics & group.counts.keys()
-            self.topics_of[member_id] = topics
-            for topic in sorted(topics):
-                self.subscribers[topic].append(member_id)
+        self.subscribers, self.topics_of = _subscriptions(group)
         self.current: dict[str, dict[TopicPartition, None]] = {
             member_id: dict.fromkeys(claims) for member_id, claims in group.owned.items()
         }
-        self.owner: dict[TopicPartition, str] = {
-            tp: member_id for member_id, claims in self.current.items() for tp in claims
-        }
-        self.topics_held: dict[str, Counter[str]] = {}
+        self.owner: dict[TopicPartition, str] = {}
+        for member_id, claims in self.current.items():
+            self.owner.update(zip(claims, repeat(member_id)))
+        self.held_topics: dict[str, Counter[str]] | None = None
         topic_order = sorted(self.counts, key=lambda t: (len(self.subscribers[t]), t))
-        self.all_partitions = [
-            tp for topic in topic_order for tp in partitions_of(topic, self.counts[topic])
-        ]
+        self.all_partitions = all_partitions((topic, self.counts[topic]) for topic in topic_order)
         self.key = {member_id: member_id_key(member_id) for member_id in group.hash_order}
         self.ranked: list[tuple[int, bytes, str]] = []
-        self.movements = _Movements()
+        self.movements = Movements()
         self.revocation_required = False
         self.repairing = False
         self.previous_owner: dict[TopicPartition, _PreviousOwner] = {}
+        self.capacities: dict[str, int] = {}
+        self.undo: list[tuple[TopicPartition, str, str]] = []
 
     # ---------------------------------------------------------------- the ranking (TreeSet)
     def _rank(self, member_id: str) -> tuple[int, bytes, str]:
@@ -142,16 +103,26 @@ class _Builder:
         self.owner[partition] = member_id
         bisect.insort(self.ranked, self._rank(member_id))
 
-    def _count_topics_held(self) -> None:
-        self.topics_held = {
-            member_id: Counter(tp[0] for tp in held) for member_id, held in self.current.items()
-        }
+    @property
+    def topics_held(self) -> dict[str, Counter[str]]:
+        """Member -> partitions held per topic; counted when the balance check first needs it."""
+        if self.held_topics is None:
+            self.held_topics = {
+                member_id: Counter(map(itemgetter(0), held))
+                for member_id, held in self.current.items()
+            }
+        return self.held_topics
+
+    def _count_move(self, partition: TopicPartition, old_owner: str, new_owner: str) -> None:
+        if self.held_topics is not None:
+            self.held_topics[old_owner][partition[0]] -= 1
+            self.held_topics[new_owner][partition[0]] += 1
 
     # ---------------------------------------------------------------- the steps
     def run(self) -> dict[str, list[TopicPartition]]:
         self.remember_previous_owners()
         assigned = self.keep_owned()
-        unassigned = [tp for tp in self.all_partitions if tp not in assigned]
+        unassigned = list(filterfalse(assigned.__contains__, self.all_partitions))
         self.ranked = sorted(self._rank(member_id) for member_id in self.current)
         self.balance(unassigned)
         return {member_id: sorted(parts) for member_id, parts in self.current.items()}
@@ -170,11 +141,14 @@ class _Builder:
     def keep_owned(self) -> set[TopicPartition]:
         assigned: set[TopicPartition] = set()
         for member_id, claims in self.current.items():
+            topics = self.topics_of[member_id]
+            if not self.racks.active and topics.issuperset(map(itemgetter(0), claims)):
+                assigned.update(claims)  # the common case, checked in C: every claim stays
+                continue
             for partition in list(claims):
-                if partition[0] not in self.topics_of[member_id] or self.racks.mismatch(
-                    member_id, partition
-                ):
+                if partition[0] not in topics or self.racks.mismatch(member_id, partition):
                     del claims[partition]
+                    del self.owner[partition]
                     self.revocation_required = True
                 else:
                     assigned.add(partition)
@@ -187,8 +161,7 @@ class _Builder:
             to_assign = [
                 tp for tp in unassigned if not self._assign_to_least_loaded(tp, racked=True)
             ]
-        for partition in to_assign:
-            self._assign_to_least_loaded(partition, racked=False)
+        self.place(to_assign)
 
         movable_topics = {
             topic
@@ -202,23 +175,58 @@ class _Builder:
             if not self._can_change(member_id, movable_topics):
                 self._unrank(member_id)
                 fixed[member_id] = self.current.pop(member_id)
-        before = {member_id: dict(parts) for member_id, parts in self.current.items()}
-        owner_before = dict(self.owner)
-        self._count_topics_held()
+        sizes_before = [len(parts) for parts in self.current.values()]
 
+        moved_early = False
         if not self.revocation_required:
-            self.perform_reassignments(unassigned)
+            moved_early = self.perform_reassignments(unassigned)
         moved = self.perform_reassignments(reassignable)
         if (
             not initializing
             and moved
-            and _balance_score(self.current.values()) >= _balance_score(before.values())
+            and _balance_score(map(len, self.current.values())) >= _balance_score(sizes_before)
         ):
-            self.current = before
-            self.owner = owner_before
-        else:
+            self.restore()
+        elif moved or moved_early:
+            # Placement only gives partitions to subscribers: strays come from moves alone.
             self.repair_unsubscribed(reassignable)
         self.current.update(fixed)
+
+    def place(self, partitions: list[TopicPartition]) -> None:
+        """Step 4: each partition to the least loaded subscriber of its topic, in order.
+
+        Consecutive topics with the same subscribers form a run, filled in blocks
+        (``_sticky_fill``) unless it is short next to its subscribers, where one partition at a
+        time costs less than ordering them.
+        """
+        runs: list[tuple[list[str], list[TopicPartition]]] = []
+        for topic, of_topic in groupby(partitions, itemgetter(0)):
+            subscribers = self.subscribers[topic]
+            if runs and runs[-1][0] == subscribers:
+                runs[-1][1].extend(of_topic)
+            else:
+                runs.append((subscribers, list(of_topic)))
+        stale = False
+        for subscribers, run in runs:
+            if len(run) * _SHORT_RUN < len(subscribers):
+                if stale:
+                    self.ranked = sorted(self._rank(member_id) for member_id in self.current)
+                    stale = False
+                for partition in run:
+                    self._assign_to_least_loaded(partition, racked=False)
+            else:
+                fill_least_loaded(run, subscribers, self.current, self.owner, self.key.__getitem__)
+                stale = True
+        if stale:
+            self.ranked = sorted(self._rank(member_id) for member_id in self.current)
+
+    def restore(self) -> None:
+        """Undo every move of the balancing loop, last first."""
+        for partition, old_owner, new_owner in reversed(self.undo):
+            del self.current[new_owner][partition]
+            self.current[old_owner][partition] = None
+            self.owner[partition] = old_owner
+        self.undo.clear()
 
     def repair_unsubscribed(self, reassignable: list[TopicPartition]) -> None:
         """Where Kafka would answer with a partition held by a non-subscriber, rebalance it.
@@ -233,12 +241,11 @@ class _Builder:
             holder = self.owner[partition]
             self._unrank(holder)
             del self.current[holder][partition]
-            self.topics_held[holder][partition[0]] -= 1
             bisect.insort(self.ranked, self._rank(holder))
             target = self._least_loaded_subscriber(partition[0])
             assert target is not None  # noqa: S101 - a reassignable topic has 2+ subscribers
             self._give(partition, target)
-            self.topics_held[target][partition[0]] += 1
+            self._count_move(partition, holder, target)
         self.repairing = True
         self.perform_reassignments(reassignable)
 
@@ -252,13 +259,16 @@ class _Builder:
         return True
 
     def _capacity(self, member_id: str) -> int:
-        return sum(self.counts[topic] for topic in self.topics_of[member_id])
+        capacity = self.capacities.get(member_id)
+        if capacity is None:
+            topics = self.topics_of[member_id]
+            capacity = self.capacities[member_id] = sum(map(self.counts.__getitem__, topics))
+        return capacity
 
     def _can_change(self, member_id: str, movable_topics: set[str]) -> bool:
         held = self.current[member_id]
-        if len(held) < self._capacity(member_id):
-            return True
-        return any(tp[0] in movable_topics for tp in held)
+        # Either test decides; the first is usually settled by the first partition held.
+        return any(tp[0] in movable_topics for tp in held) or len(held) < self._capacity(member_id)
 
     def perform_reassignments(self, partitions: list[TopicPartition]) -> bool:
         performed = False
@@ -304,9 +314,9 @@ class _Builder:
         self.movements.move(partition, old_owner, new_owner)
         del self.current[old_owner][partition]
         self.current[new_owner][partition] = None
-        self.topics_held[old_owner][partition[0]] -= 1
-        self.topics_held[new_owner][partition[0]] += 1
+        self._count_move(partition, old_owner, new_owner)
         self.owner[partition] = new_owner
+        self.undo.append((partition, old_owner, new_owner))
         bisect.insort(self.ranked, self._rank(new_owner))
         bisect.insort(self.ranked, self._rank(old_owner))
 
@@ -328,9 +338,38 @@ class _Builder:
         return True
 
 
-def _balance_score(assignments: Iterable[dict[TopicPartition, None]]) -> int:
+def _subscriptions(group: StickyGroup) -> tuple[dict[str, list[str]], dict[str, frozenset[str]]]:
+    """Each topic's subscribers in hash order, and each member's subscribed topics."""
+    subscribers: dict[str, list[str]] = {topic: [] for topic in group.counts}
+    topics_of: dict[str, frozenset[str]] = {}
+    classes: dict[frozenset[str], list[str]] = {}
+    for member_id in group.hash_order:
+        classes.setdefault(group.members[member_id].topics, []).append(member_id)
+    if len(classes) * _FEW_SUBSCRIPTIONS > len(group.hash_order):
+        for member_id in group.hash_order:
+            topics = group.members[member_id].topics.intersection(group.counts)
+            topics_of[member_id] = topics
+            for topic in topics:
+                subscribers[topic].append(member_id)
+        return subscribers, topics_of
+    # Few distinct subscriptions (the usual group): a whole class of members at a time.
+    merged: set[str] = set()
+    for subscription, member_ids in classes.items():
+        topics = subscription.intersection(group.counts)
+        topics_of.update(zip(member_ids, repeat(topics)))
+        for topic in topics:
+            if subscribers[topic]:
+                merged.add(topic)
+            subscribers[topic] += member_ids
+    position = {member_id: index for index, member_id in enumerate(group.hash_order)}
+    for topic in merged:
+        subscribers[topic].sort(key=position.__getitem__)
+    return subscribers, topics_of
+
+
+def _balance_score(counts: Iterable[int]) -> int:
     """Sum of |a - b| over all pairs of members' partition counts."""
-    sizes = sorted(len(parts) for parts in assignments)
+    sizes = sorted(counts)
     count = len(sizes)
     return sum(size * (2 * index - count + 1) for index, size in enumerate(sizes))
 

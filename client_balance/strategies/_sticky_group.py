@@ -125,8 +125,13 @@ class StickyGroup:
         counts: dict[str, int],
         members: Sequence[Member],
         partition_racks: PartitionRacks | None,
+        *,
+        subscriptions_equal: bool | None = None,
     ) -> StickyGroup:
-        """Order the members as Java would and settle their claims."""
+        """Order the members as Java would and settle their claims.
+
+        ``subscriptions_equal`` is whether all members subscribe the same topics, if known.
+        """
         ordered = sorted_members_by_id(members)
         by_id = {member.id: member for member in ordered}
         hash_order = java_hash_order([member.id for member in ordered])
@@ -138,7 +143,9 @@ class StickyGroup:
         multiply_claimed: set[TopicPartition] = set()
         if len(every_claim) < sum(map(len, owned.values())):
             owned, multiply_claimed = _settle_rival_claims(by_id, hash_order, owned)
-        first_topics = by_id[hash_order[0]].topics if hash_order else frozenset()
+        if subscriptions_equal is None:
+            first_topics = by_id[hash_order[0]].topics if hash_order else frozenset()
+            subscriptions_equal = all(member.topics == first_topics for member in ordered)
         return cls(
             counts=counts,
             members=by_id,
@@ -146,7 +153,7 @@ class StickyGroup:
             owned=owned,
             multiply_claimed=multiply_claimed,
             max_generation=max((member.generation for member in ordered), default=-1),
-            subscriptions_equal=all(member.topics == first_topics for member in ordered),
+            subscriptions_equal=subscriptions_equal,
             racks=StickyRacks.of(ordered, counts, partition_racks),
         )
 

@@ -6,12 +6,10 @@ minPartitions, each on a small topic of its own in one session.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,33 +22,12 @@ from confluent_kafka.admin import AdminClient
 from client_balance import DataLossError
 from client_balance.admin import commit_offsets, create_topics
 from client_balance.keys import TopicPartition
-from client_balance.spark import NodePartition, register
+from client_balance.spark import NodePartition
 from client_balance.spark._read import read_node
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 DAY_MS = 86_400_000
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A local[2] session with the source registered; workers run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind to this machine only
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("client-balance-parity-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def produce(

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,27 +27,6 @@ from client_balance.strategies import (
 from client_balance.strategies._nodes import node_share
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A local[2] session with the source registered; workers run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind to this machine only
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("client-balance-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +13,9 @@ import pytest
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings
 from client_balance.admin import GroupView
 from client_balance.cli import main as cli_main
-from client_balance.spark import register
 from tests.integration.workers import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A local[2] session with the source registered; workers run this interpreter."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("client-balance-streaming-membership")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    register(session)
-    yield session
-    session.stop()
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

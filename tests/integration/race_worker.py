@@ -4,7 +4,8 @@
         --dir D --name NAME
 
 Writes ``ready`` to ``D/NAME.out`` once started, then for each round ``r`` waits for the file
-``D/go-r``, tries ``connect("T:0")`` and writes ``r lost <holder>`` on a 410, or, holding the
+``D/go-r``, tries ``connect("T:0")`` and writes ``r lost <holder>`` on a 410 (``r lost 421`` when
+refused again within the wait after a 410 of the previous round), or, holding the
 partition, takes a batch, writes ``r won <first offset> <count>``, waits for ``D/release-r``,
 disconnects and writes ``r released``.
 """
@@ -17,7 +18,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings, PartitionOccupiedError
+from client_balance import (
+    ClientBalanceConsumer,
+    ClientBalanceSettings,
+    PartitionOccupiedError,
+    TooFrequentError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 consumer.connect(key)
             except PartitionOccupiedError as occupied:
                 out.write(f"{round_} lost {occupied.holder}\n")
+                out.flush()
+                continue
+            except TooFrequentError:
+                # Refused too: lost the last round to the member that holds it again now.
+                out.write(f"{round_} lost 421\n")
                 out.flush()
                 continue
             batch = consumer.get_message(timeout_s=10)

@@ -110,12 +110,14 @@ class PartitionKeeper:
         *,
         commit: bool = True,
         wait_s: float | None = None,
+        withdraw: bool = True,
     ) -> None:
         """Settle the partitions' batches, run ``on_revoked`` (or ``on_lost``), commit, unassign.
 
         Each is withdrawn even when its final commit fails: it is no longer fetched, and a
         claim left behind would refuse every other member with 410 until this one stops. What
-        was confirmed but not committed comes again to the next holder.
+        was confirmed but not committed comes again to the next holder (``withdraw=False``:
+        the caller's ``leave()`` does).
         """
         chosen = sorted(set(partitions) & self._fetcher.held())
         if not chosen:
@@ -132,7 +134,8 @@ class PartitionKeeper:
                 except ClientBalanceError as error:
                     failures.append(error)
         finally:
-            self._withdraw(set(chosen))
+            if withdraw:
+                self._withdraw(set(chosen))
         if failures:
             raise failures[0]
 
@@ -179,6 +182,8 @@ class PartitionKeeper:
         fresh = {tp: offset for tp, offset in wanted.items() if tp not in held}
         if self.status is None or not fresh:
             return fresh
+        if shown_key is None:  # a round leaves what others hold to the round they free it in
+            fresh = {tp: o for tp, o in fresh.items() if tp in self.status.claimable(fresh)}
         verdicts = self.status.claim(fresh)
         lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
         if lost and shown_key is not None:
@@ -244,14 +249,18 @@ class PartitionKeeper:
         self.hooks.lost(lost)
 
     def release_for_shutdown(self) -> None:
-        """Release everything (hooks, then final commits) before the client closes."""
+        """Release everything (hooks, then final commits), then leave in one write (``leave``)."""
         with self._lock:
             self._report_lost()
-            self._release(self._fetcher.held())
+            try:
+                self._release(self._fetcher.held(), withdraw=self.status is None)
+            finally:
+                if self.status is not None:
+                    self.status.leave()
 
     # ------------------------------------------------------------------ the round
-    def round(self) -> None:
-        """One reconcile round (module docstring of ``_reconcile``)."""
+    def round(self, full: bool = True) -> None:
+        """One reconcile round (module docstring of ``_reconcile``); light unless ``full``."""
         with self._lock:
             self.hooks.round_number += 1
             self._report_lost()
@@ -262,7 +271,8 @@ class PartitionKeeper:
                 return
             if self.status is not None and not self._keep_status(self.status):
                 return
-            self._meta.refresh(max_age_s=0.0)
+            # A light round trusts the last full round's metadata (at most an interval old).
+            self._meta.refresh(max_age_s=0.0 if full else self._settings.reconcile_interval_s)
             meta = self._meta.snapshot()
             held = self._fetcher.held()
             target = self.planner.target(meta, held, self.status)
@@ -280,7 +290,8 @@ class PartitionKeeper:
                 self._register(wanted)
             # After registering, so that the first round (on the way to the first message)
             # pays no extra round trip; a topic recreated in between is caught next round.
-            for topic in sorted(self._meta.recreated_topics()):
+            # Light rounds leave it to the full ones: it is another query of the cluster.
+            for topic in sorted(self._meta.recreated_topics() if full else ()):
                 self._restart_recreated(topic)
 
     def _restart_recreated(self, topic: str) -> None:

@@ -5,6 +5,13 @@ metadata, asks :class:`TargetPlanner` for the partitions this member should hold
 it holds beyond them (and what became unsubscribable), then registers what it lacks, in that
 order. Releases and registrations run the application's lifecycle hooks (``_hooks``).
 
+A round that only :meth:`Reconciler.wake` asked for (the status topic changed, a pin, fencing)
+is *light*: it works from the metadata of the last full round instead of asking the cluster
+again, because nothing that wakes it changes partitions or leaders, and on the way from a
+member leaving or joining to its partitions being fetched again that query is a round trip
+waiting on the client lock. The interval's rounds, :meth:`Reconciler.run_round` and any round
+an interval after the last full one are full.
+
 A failure of one round is logged and kept for the next user call; the thread goes on. A Kafka
 error that only says the cluster is out of reach for now (a broker down, a timeout, a
 coordinator moving) is logged and not raised: the next round tries again, which is how workers
@@ -14,6 +21,7 @@ ride out a broker restart without the application doing anything.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from client_balance._failure import FailureSlot
@@ -30,12 +38,20 @@ RELEASE_WAIT_S = 3.0
 
 
 class Reconciler:
-    """Runs ``round_once`` now, every ``interval_s``, and whenever woken, until stopped."""
+    """Runs ``round_once(full)`` now, every ``interval_s``, and whenever woken, until stopped."""
 
-    def __init__(self, round_once: Callable[[], None], interval_s: float) -> None:
+    def __init__(
+        self,
+        round_once: Callable[[bool], None],
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._round_once = round_once
         self._interval_s = interval_s
+        self._clock = clock
         self._wake = threading.Event()
+        self._full_wanted = True  # the first round is full
+        self._last_full_s = clock()
         self._stop = threading.Event()
         self._lock = threading.Condition()
         self._finished = 0  # rounds finished
@@ -54,6 +70,7 @@ class Reconciler:
         with self._lock:
             # A round already running began before this call: wait for the one after it.
             needed = self._finished + (2 if self._running_round else 1)
+            self._full_wanted = True
             self._wake.set()
             return self._lock.wait_for(lambda: self._finished >= needed, timeout_s)
 
@@ -77,8 +94,13 @@ class Reconciler:
             with self._lock:
                 self._wake.clear()
                 self._running_round = True
+                now = self._clock()
+                full = self._full_wanted or now - self._last_full_s >= self._interval_s
+                self._full_wanted = False
+                if full:
+                    self._last_full_s = now
             try:
-                self._round_once()
+                self._round_once(full)
             except ClientBalanceError as error:
                 _log.warning("reconcile round failed", error=str(error), kind=type(error).__name__)
                 if not is_transient(error):
@@ -90,4 +112,6 @@ class Reconciler:
                 self._running_round = False
                 self._finished += 1
                 self._lock.notify_all()
-            self._wake.wait(self._interval_s)
+            if not self._wake.wait(self._interval_s):
+                with self._lock:
+                    self._full_wanted = True  # the interval's round

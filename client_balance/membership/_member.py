@@ -112,7 +112,12 @@ class StatusMember:
         self._thread.start()
 
     def leave(self) -> None:
-        """Withdraw every claim and the report (a clean shutdown), and stop. Idempotent."""
+        """Withdraw every claim and the report (a clean shutdown), and stop. Idempotent.
+
+        All in one write: the others see one change, the member gone, and take its partitions
+        in one round (withdrawn claims alone would wake a round whose target still gives the
+        member its share, and the others would be busy with it when the report goes).
+        """
         if self._left:
             return
         self._left = True
@@ -171,6 +176,17 @@ class StatusMember:
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""
         self._claims.withdraw(partitions)
+
+    def claimable(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` no other live member holds, as the view stands.
+
+        A claim on the others would lose, and cost a write, its withdrawal and the holder's
+        tombstone of it; the holder's withdrawal, or its lapse, changes the view (and wakes
+        the reconcile round) when the partition is free.
+        """
+        with self._reader.lock:
+            holders = self._reader.state.live_holders()
+        return {tp for tp in partitions if holders.get(tp) in (None, self._id)}
 
     def holders(self) -> dict[TopicPartition, str]:
         """Live holder of each held partition, as the view stands."""

@@ -146,8 +146,12 @@ class GroupState:
     as unsigned: a member without the secret, if it goes on reporting (or a forger)."""
     _defeated: dict[bytes, None] = field(default_factory=dict)
     """Keys of claims that lost to ``verdicts_of``'s member and are not withdrawn (in order)."""
+    _watched: set[str] = field(default_factory=set)
+    """Members alive when last looked at, whose lapse is a change (see ``_lapsed``)."""
+    _next_lapse_ms: float = float("inf")
+    """The broker time at which the first of ``_watched`` lapses, or earlier."""
 
-    def apply(  # noqa: PLR0911 - one return per verdict reads best here
+    def apply(
         self,
         key: bytes | None,
         value: bytes | None,
@@ -158,9 +162,42 @@ class GroupState:
     ) -> bool:
         """Apply one record of the status partition; True if it changed members or holders.
 
-        A record of the group that does not validate is skipped and counted (``skipped``),
-        never raised. ``signed``: the record carried a signature (kept for reports).
+        A member whose lease ran out by this record's time is a change too: nothing else
+        would say so, and the members that take over its partitions should not wait for
+        their next round to notice. A record of the group that does not validate is skipped
+        and counted (``skipped``), never raised. ``signed``: the record carried a signature.
         """
+        changed = self._apply(key, value, offset, timestamp_ms, signed=signed)
+        return self._lapsed() or changed
+
+    def _lapsed(self) -> bool:
+        """Whether a watched member lapsed by ``last_ms`` (then the watch starts afresh)."""
+        if self.last_ms < self._next_lapse_ms:
+            return False
+        lapsed = any(not self.is_alive(member_id, self.last_ms) for member_id in self._watched)
+        self._watched = {m for m in self.members if self.is_alive(m, self.last_ms)}
+        self._next_lapse_ms = min(
+            (self._lapse_ms(member_id) for member_id in self._watched), default=float("inf")
+        )
+        return lapsed
+
+    def _watch(self, consumer_id: str) -> None:
+        self._watched.add(consumer_id)
+        self._next_lapse_ms = min(self._next_lapse_ms, self._lapse_ms(consumer_id))
+
+    def _lapse_ms(self, consumer_id: str) -> int:
+        member = self.members[consumer_id]
+        return member.last_seen_ms + member.lease_ms + 1  # alive while at most its lease old
+
+    def _apply(  # noqa: PLR0911 - one return per verdict reads best here
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        offset: int,
+        timestamp_ms: int,
+        *,
+        signed: bool = False,
+    ) -> bool:
         self.position = max(self.position, offset + 1)
         self.last_ms = max(self.last_ms, timestamp_ms)
         parsed = parse_key(key)
@@ -294,6 +331,7 @@ class GroupState:
     ) -> bool:
         if value is None:  # a clean shutdown: the member and its claims are gone
             self.members.pop(consumer_id, None)
+            self._watched.discard(consumer_id)
             for partition in [p for p, c in self.holders.items() if c.consumer_id == consumer_id]:
                 del self.holders[partition]
             return True
@@ -319,6 +357,7 @@ class GroupState:
         )
         member.report, member.signed = report, signed
         member.join_offset = report.join_offset if report.join_offset is not None else offset
+        self._watch(consumer_id)  # its lease is the report's now
         return changed
 
     def _seen(self, consumer_id: str, timestamp_ms: int, offset: int) -> _Member:
@@ -326,6 +365,7 @@ class GroupState:
         if member is None:
             member = self.members[consumer_id] = _Member(None, timestamp_ms, offset)
         member.last_seen_ms = max(member.last_seen_ms, timestamp_ms)
+        self._watch(consumer_id)
         return member
 
     def is_alive(self, consumer_id: str, now_ms: int) -> bool:

@@ -145,6 +145,36 @@ def test_live_reports_use_the_latest_broker_time(silent_ms: int) -> None:
     assert ("a" in log.state.live_reports()) == (silent_ms <= 30_000)
 
 
+def test_a_member_whose_lease_ran_out_is_a_change_of_the_group() -> None:
+    """The first record past a silent member's lease says the group changed, and only that one.
+
+    The reader wakes the reconcile round on a change; without it the members that take over a
+    crashed member's partitions would wait for their next round to notice.
+    """
+    log = Log()
+    state = log.state
+    assert state.apply(member_key(GROUP, "a"), report("a", lease_s=10), 0, 1_000)
+    assert state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 1, 1_000)
+    state.apply(claim_key(GROUP, P0, "a"), b"{}", 2, 1_100)
+    assert not state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 3, 6_000)
+    assert not state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 4, 11_100)
+    assert state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 5, 11_101)  # a lapsed
+    assert not state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 6, 12_000)
+    assert state.live_reports().keys() == {"b"}
+    assert state.live_holders() == {}
+
+
+def test_a_member_that_left_cleanly_does_not_lapse_later() -> None:
+    """A member gone with its tombstone was a change once; its old lease running out is not."""
+    log = Log()
+    state = log.state
+    state.apply(member_key(GROUP, "a"), report("a", lease_s=10), 0, 1_000)
+    state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 1, 1_000)
+    assert state.apply(member_key(GROUP, "a"), None, 2, 2_000)
+    assert not state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 3, 6_000)
+    assert not state.apply(member_key(GROUP, "b"), report("b", lease_s=10), 4, 11_500)
+
+
 def _compacted(
     records: list[tuple[bytes, bytes | None, int, int]],
 ) -> list[tuple[bytes, bytes | None, int, int]]:

@@ -1,0 +1,74 @@
+"""The reconcile thread: which rounds are full (metadata asked again) and which are light."""
+
+from __future__ import annotations
+
+import threading
+
+from client_balance.consumer._reconcile import Reconciler
+
+WAIT_S = 10.0  # how long a test waits for the thread, never a measured time
+
+
+class Rounds:
+    """Records each round's ``full`` and lets the test wait for a number of rounds."""
+
+    def __init__(self) -> None:
+        self.full: list[bool] = []
+        self._done = threading.Condition()
+
+    def __call__(self, full: bool) -> None:
+        """One round."""
+        with self._done:
+            self.full.append(full)
+            self._done.notify_all()
+
+    def wait_for(self, count: int) -> None:
+        """Wait until ``count`` rounds ran."""
+        with self._done:
+            assert self._done.wait_for(lambda: len(self.full) >= count, WAIT_S)
+
+
+def test_the_first_round_and_asked_rounds_are_full_woken_rounds_light() -> None:
+    """start() and run_round() run full rounds; a wake (the status topic changed) a light one."""
+    rounds = Rounds()
+    clock = [0.0]
+    reconciler = Reconciler(rounds, interval_s=3600.0, clock=lambda: clock[0])
+    reconciler.start()
+    try:
+        rounds.wait_for(1)
+        reconciler.wake()
+        rounds.wait_for(2)
+        assert reconciler.run_round(WAIT_S)
+        assert rounds.full == [True, False, True]
+    finally:
+        reconciler.stop()
+
+
+def test_a_woken_round_an_interval_after_the_last_full_one_is_full() -> None:
+    """Wakes more often than the interval cannot put off the metadata query for ever."""
+    rounds = Rounds()
+    clock = [0.0]
+    reconciler = Reconciler(rounds, interval_s=3600.0, clock=lambda: clock[0])
+    reconciler.start()
+    try:
+        rounds.wait_for(1)
+        clock[0] = 3600.0
+        reconciler.wake()
+        rounds.wait_for(2)
+        reconciler.wake()
+        rounds.wait_for(3)
+        assert rounds.full == [True, True, False]
+    finally:
+        reconciler.stop()
+
+
+def test_the_intervals_rounds_are_full() -> None:
+    """A round that the interval ran out for asks for metadata again."""
+    rounds = Rounds()
+    reconciler = Reconciler(rounds, interval_s=0.01)
+    reconciler.start()
+    try:
+        rounds.wait_for(3)
+        assert all(rounds.full[:3])
+    finally:
+        reconciler.stop()

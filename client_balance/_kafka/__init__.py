@@ -15,6 +15,7 @@ types through this namespace, so a grep for ``confluent_kafka`` finds only this 
 """
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._admin import (
     TopicState,
@@ -24,6 +25,7 @@ from client_balance._kafka._admin import (
     ensure_topic,
     group_members,
     partition_leader,
+    topics_metadata,
     wait_for_brokers,
     wait_for_group_coordinator,
 )
@@ -70,6 +72,7 @@ __all__ = [
     "TIMED_OUT",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TRANSIENT_KAFKA_CODES",
+    "AdminClient",
     "Consumer",
     "KafkaError",
     "KafkaException",
@@ -103,6 +106,7 @@ __all__ = [
     "retry_immediately",
     "timed_out",
     "topic_layouts",
+    "topics_metadata",
     "wait_for_brokers",
     "wait_for_group_coordinator",
     "wait_until",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -36,6 +36,7 @@ __all__ = [
     "ensure_topic",
     "group_members",
     "partition_leader",
+    "topics_metadata",
     "wait_for_brokers",
     "wait_for_group_coordinator",
 ]
@@ -117,12 +118,14 @@ def group_members(
     *,
     timeout_s: float = 10.0,
     kafka: Mapping[str, KafkaValue] | None = None,
+    admin: AdminClient | None = None,
 ) -> list[str]:
     """Member ids of ``group_id``'s ``subscribe()`` members (client-balanced ones never join).
 
-    A group that does not exist yet has none.
+    A group that does not exist yet has none. ``admin``: a client to ask through (else a new one).
     """
-    admin = admin_client(bootstrap_servers, kafka)
+    if admin is None:  # not ``admin or ...``: an AdminClient with nothing queued is falsy
+        admin = admin_client(bootstrap_servers, kafka)
     futures = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)
     doing = f"describing group {group_id!r}"
     try:
@@ -134,6 +137,21 @@ def group_members(
     except concurrent.futures.TimeoutError:
         raise timed_out(doing, timeout_s, f"{bootstrap_servers} did not answer") from None
     return sorted(member.member_id for member in description.members)
+
+
+def topics_metadata(admin: AdminClient, topics: Sequence[str], timeout_s: float) -> Any:
+    """The cluster's metadata for ``topics`` through ``admin``: one topic's alone, else all.
+
+    Asked of an admin client, not of the fetching consumer: a metadata request there would wait
+    for the client lock, and for the fetch in flight on the same connection, while the
+    application waits for its batch.
+    """
+    try:
+        if len(topics) == 1:
+            return admin.list_topics(topics[0], timeout=timeout_s)
+        return admin.list_topics(timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, "querying metadata") from error
 
 
 def wait_for_group_coordinator(
@@ -238,6 +256,8 @@ class TopicState(NamedTuple):
     """Brokers in the cluster's metadata."""
     config: dict[str, str]
     """Its values of the keys asked for (for a topic just created: what it was created with)."""
+    created: bool = False
+    """Created by this call."""
 
 
 MAX_REPLICATION_FACTOR = 3
@@ -251,14 +271,17 @@ def ensure_topic(
     kafka: Mapping[str, KafkaValue] | None,
     timeout_s: float,
     partitions: int = 1,
+    admin: AdminClient | None = None,
 ) -> TopicState:
     """Create ``topic`` (``partitions``, ``config``) unless it exists; wait for its leaders.
 
     A created topic gets ``min(3, brokers)`` replicas and, with 3, ``min.insync.replicas=2``:
     one broker may fail without losing a write. An existing topic is left as it is and
-    described (partitions, replicas, its values of the keys of ``config``).
+    described (partitions, replicas, its values of the keys of ``config``). ``admin``: a client
+    to ask through (else a new one).
     """
-    admin = admin_client(bootstrap_servers, kafka)
+    if admin is None:  # not ``admin or ...``: an AdminClient with nothing queued is falsy
+        admin = admin_client(bootstrap_servers, kafka)
     doing = f"preparing topic {topic!r}"
     operation = "Describe"  # the ACL each step needs, for an authorization error
     try:
@@ -297,7 +320,7 @@ def ensure_topic(
         raise timed_out(doing, timeout_s) from None
     if not count:
         raise timed_out(doing, timeout_s, "it has no leader")
-    return TopicState(count, factor, brokers, created)
+    return TopicState(count, factor, brokers, created, created=True)
 
 
 def _config_of(

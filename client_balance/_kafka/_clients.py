@@ -127,5 +127,12 @@ def producer_client(
     kafka: Mapping[str, KafkaValue] | None = None,
     overrides: KafkaConfig | None = None,
 ) -> Producer:
-    """A ``Producer`` (the status topic's writer)."""
-    return Producer({**(kafka or {}), **(overrides or {}), "bootstrap.servers": bootstrap_servers})
+    """A ``Producer`` (the status topic's writer); it never creates a topic by accident."""
+    return Producer(
+        {
+            **(kafka or {}),
+            **(overrides or {}),
+            "bootstrap.servers": bootstrap_servers,
+            "allow.auto.create.topics": False,
+        }
+    )

@@ -52,12 +52,16 @@ class _LazyAdmin:
     """
 
     def __init__(
-        self, bootstrap_servers: str, kafka: Mapping[str, KafkaValue], timeout_s: float
+        self,
+        bootstrap_servers: str,
+        kafka: Mapping[str, KafkaValue],
+        timeout_s: float,
+        client: AdminClient | None = None,
     ) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._kafka = kafka
         self._timeout_s = timeout_s
-        self._client: AdminClient | None = None
+        self._client = client  # a consumer's own admin client, connected already
 
     @property
     def _admin(self) -> AdminClient:

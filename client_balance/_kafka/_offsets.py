@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
@@ -151,14 +151,39 @@ def offsets_for_timestamps(
 def read_starts(
     consumer: Consumer, wanted: Iterable[TopicPartition], timeout_s: float
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
-    """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold."""
+    """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold.
+
+    The watermarks come in two ListOffsets requests for all partitions (Kafka's "timestamps"
+    -2 and -1 ask for the earliest and the latest offset), where ``get_watermark_offsets``
+    would send two per partition, one after the other: registering is on the way to the first
+    message. Both ask with the client's isolation level.
+    """
+    doing = "reading offsets to start from"
+    partitions = list(wanted)
     try:
-        ranges = {
-            tp: consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s) for tp in wanted
-        }
-        answers = consumer.committed([kafka_tp(tp) for tp in ranges], timeout=timeout_s)
+        edges = [
+            consumer.offsets_for_times([kafka_tp(tp, spec) for tp in partitions], timeout=timeout_s)
+            for spec in (OFFSET_BEGINNING, OFFSET_END)
+        ]
+    except KafkaException:
+        edges = [[], []]  # each partition is asked on its own below
+    try:
+        answers = consumer.committed([kafka_tp(tp) for tp in partitions], timeout=timeout_s)
     except KafkaException as error:
-        raise from_kafka_exception(error, "reading offsets to start from") from error
+        raise from_kafka_exception(error, doing) from error
+    low, high = ({(t.topic, t.partition): t.offset for t in e if t.error is None} for e in edges)
+    ranges = {}
+    for tp in partitions:
+        at = tp.topic, tp.partition
+        if at in low and at in high:
+            ranges[tp] = (low[at], high[at])
+            continue
+        # A partition the client's metadata does not know yet (added since it last looked):
+        # the per-partition query looks its leader up first.
+        try:
+            ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
+        except KafkaException as error:
+            raise from_kafka_exception(error, doing) from error
     committed = {
         TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
         for tp in answers

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable
 
-from client_balance._kafka import check_login, group_members
+from client_balance._kafka import AdminClient, check_login, group_members
 from client_balance.consumer._setup import MemberSetup
 from client_balance.errors import GroupInUseError
 from client_balance.membership import MemberReport, StatusMember
@@ -19,12 +19,15 @@ def join_group(
     *,
     on_change: Callable[[], None],
     on_fenced: Callable[[bool], None],
+    admin: AdminClient,
 ) -> StatusMember:
     """Check the Kafka group for subscribe() members and join the status topic, at once.
 
     The two are independent round trips, so they run side by side: ``start()`` is on the path
-    to the first message. Raises 429/430 if a live member contradicts this one, and
-    :class:`GroupInUseError` if anyone ``subscribe()``s with the group id.
+    to the first message. Both ask through ``admin``, the member's one admin client, whose
+    connections the first of them opens for the other. Raises 429/430 if a live member
+    contradicts this one, and :class:`GroupInUseError` if anyone ``subscribe()``s with the
+    group id.
     """
     settings = setup.settings
     if str(settings.kafka.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
@@ -40,10 +43,12 @@ def join_group(
             settings.group_id,
             timeout_s=settings.request_timeout_s,
             kafka=settings.admin_config(),
+            admin=admin,
         )
         status = StatusMember(
-            settings, setup.consumer_id, describe, on_change=on_change, on_fenced=on_fenced
-        )
+            settings, setup.consumer_id, describe,
+            on_change=on_change, on_fenced=on_fenced, admin=admin,
+        )  # fmt: skip
         try:
             status.join()
             status.check_group(describe())

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from client_balance._kafka import admin_client
+from client_balance._logging import get_logger
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._join import join_group
@@ -15,10 +18,12 @@ from client_balance.consumer._redelivery import Redeliveries
 from client_balance.consumer._results import ConsumeResult
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._targets import TargetPlanner
-from client_balance.errors import NoMessageError
+from client_balance.errors import ClientBalanceError, NoMessageError
 from client_balance.keys import TopicPartition
 
 __all__ = ["Running", "launch"]
+
+_log = get_logger("consumer")
 
 _NO_BATCH_REASONS = {
     NoMessageError.NO_PARTITION: "no partition is registered",
@@ -81,9 +86,12 @@ def launch(
     left running then.
     """
     settings = setup.settings
-    fetcher = Fetcher(settings)
+    fetcher = Fetcher(settings)  # its client finds the group coordinator from now on
     try:
-        meta = MetaCache.of(settings, setup.topics, fetcher.metadata)
+        # One admin client for every question of the member (group, status topic, metadata):
+        # each new client opens its own connections, round trips before the first message.
+        admin = admin_client(settings.bootstrap_servers, settings.admin_config())
+        meta = MetaCache.of(settings, setup.topics, fetcher.metadata, admin)
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written
         keeper = PartitionKeeper(setup, fetcher, meta, hooks, planner)
@@ -96,22 +104,39 @@ def launch(
                 keeper.lose_all()
             reconciler.wake()
 
+        # The first meta set while the group is joined. A daemon thread, waited for only if
+        # joining succeeds: a refused login must fail start() at once, not after the query's
+        # timeout.
+        prefetch = threading.Thread(
+            target=_prefetch, args=(meta,), name="client-balance-prefetch", daemon=True
+        )
+        prefetch.start()
         status = join_group(
             setup,
             lambda: setup.report(fetcher.offsets(), planner.pinned_keys()),
             on_change=reconciler.wake,
             on_fenced=fenced,
+            admin=admin,
         )
     except BaseException:
         fetcher.close(0.0)
         raise
     keeper.status = status
+    prefetch.join()
     try:
         planner.pin(pins, status.pins())  # a live member that pinned one first wins
     except BaseException:
         status.leave()
         fetcher.close(0.0)
         raise
-    status.report_soon()
+    # No report now: the join report carries the pins already, and one written beside the first
+    # round's claims would delay them; the round reports once it registered.
     fetcher.lease_ok = status.lease_ok
     return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings))
+
+
+def _prefetch(meta: MetaCache) -> None:
+    try:
+        meta.prefetch()
+    except ClientBalanceError as error:  # the first round asks again, and reports it
+        _log.info("metadata not ready at start", error=str(error))

@@ -8,7 +8,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from client_balance._kafka import PartitionLayout, TopicIds, Watermarks, topic_layouts
+from client_balance._kafka import (
+    AdminClient,
+    PartitionLayout,
+    TopicIds,
+    Watermarks,
+    topic_layouts,
+    topics_metadata,
+)
 from client_balance.consumer._results import PartitionMeta
 from client_balance.errors import PartitionNotFoundError, PartitionUnsubscribableError
 from client_balance.keys import TopicPartition
@@ -45,13 +52,34 @@ class MetaCache:
         self._meta: dict[TopicPartition, PartitionMeta] = {}
         self._refreshed_s: float | None = None
         self._first_seen_s: dict[TopicPartition, float] = {}
+        self._prefetched = False
+        self.prefetch_query = query
         self.started_s = clock()
 
     def refresh(self, max_age_s: float) -> None:
-        """Query metadata unless the set is younger than ``max_age_s``."""
+        """Query metadata unless the set is younger than ``max_age_s``.
+
+        The first call after :meth:`prefetch` takes the prefetched set instead.
+        """
+        if self._prefetched:
+            self._prefetched = False
+            return
         if self._refreshed_s is not None and self._clock() - self._refreshed_s < max_age_s:
             return
-        meta = _meta_of(topic_layouts(self._query(), self._topics))
+        self._update(self._query())
+
+    def prefetch(self) -> None:
+        """Fill the set now (through ``prefetch_query``), for the next :meth:`refresh` to take.
+
+        ``start()`` asks while it joins the group, through its admin client: not holding the
+        fetching client's lock, which a failed join would wait for. The first round follows
+        within milliseconds; asking again would only put a round trip before the first message.
+        """
+        self._update(self.prefetch_query())
+        self._prefetched = True
+
+    def _update(self, metadata: Any) -> None:
+        meta = _meta_of(topic_layouts(metadata, self._topics))
         with self._lock:
             self._meta = meta
             self._refreshed_s = now = self._clock()
@@ -76,11 +104,23 @@ class MetaCache:
 
     @classmethod
     def of(
-        cls, settings: ClientBalanceSettings, topics: Mapping[str, object], query: Callable[[], Any]
+        cls,
+        settings: ClientBalanceSettings,
+        topics: Mapping[str, object],
+        query: Callable[[], Any],
+        admin: AdminClient,
     ) -> MetaCache:
-        """The meta cache of a consumer: ``query`` for metadata, admin calls for the rest."""
-        cluster = settings.bootstrap_servers, settings.admin_config(), settings.request_timeout_s
-        return cls(topics, query, TopicIds(*cluster), Watermarks(*cluster))
+        """The meta cache of a consumer: ``query`` for metadata, its ``admin`` client for the rest.
+
+        ``query`` asks through the fetching client, whose metadata cache must learn of
+        partitions added to a topic before it can fetch them.
+        """
+        timeout_s = settings.request_timeout_s
+        cluster = settings.bootstrap_servers, settings.admin_config(), timeout_s, admin
+        names = sorted(topics)
+        meta = cls(topics, query, TopicIds(*cluster), Watermarks(*cluster))
+        meta.prefetch_query = lambda: topics_metadata(admin, names, timeout_s)
+        return meta
 
     def with_watermarks(
         self, max_age_s: float, holders: Mapping[TopicPartition, str]

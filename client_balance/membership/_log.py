@@ -7,6 +7,7 @@ same for every member, so all of them read the group's records in one order.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 import uuid
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from client_balance._kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
+    AdminClient,
     KafkaException,
     Message,
     ensure_topic,
@@ -32,7 +34,13 @@ from client_balance.membership._records import GroupState
 from client_balance.membership._signing import RecordGate, RecordSigner
 from client_balance.settings import KafkaValue
 
-__all__ = ["StatusReader", "StatusWriter", "ensure_status_topic", "status_partition"]
+__all__ = [
+    "StatusReader",
+    "StatusWriter",
+    "ensure_status_topic",
+    "open_status_topic",
+    "status_partition",
+]
 
 _log = get_logger("membership")
 
@@ -65,6 +73,8 @@ def ensure_status_topic(
     timeout_s: float,
     allow_single_replica: bool = False,
     partitions: int = 1,
+    admin: AdminClient | None = None,
+    on_created: Callable[[], None] = lambda: None,
 ) -> int:
     """Create the status topic if missing; check its settings; return its partition count.
 
@@ -72,11 +82,11 @@ def ensure_status_topic(
     :class:`ConfigError` when it exists but is not compacted or does not stamp log-append time
     (claims would be lost to retention, or judged by each host's clock), or has a single
     replica on a cluster of several brokers (one broker's loss would fence every group) unless
-    ``allow_single_replica``.
+    ``allow_single_replica``. ``admin``: a client to ask through (else a new one).
     """
     state = ensure_topic(
         bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
-        partitions=partitions,
+        partitions=partitions, admin=admin,
     )  # fmt: skip
     if state.partitions < partitions:
         raise ConfigError(
@@ -106,7 +116,60 @@ def ensure_status_topic(
             "LogAppendTime so that leases run on the broker's clock, not each host's. Fix it "
             "with kafka-configs.sh, or set status_topic to another name"
         )
+    if state.created:
+        on_created()
     return state.partitions
+
+
+def open_status_topic(
+    bootstrap_servers: str,
+    topic: str,
+    group: str,
+    *,
+    kafka: Mapping[str, KafkaValue],
+    timeout_s: float,
+    secret: bytes | None,
+    on_change: Callable[[], None],
+    allow_single_replica: bool,
+    partitions: int,
+    admin: AdminClient | None = None,
+) -> tuple[StatusWriter, StatusReader]:
+    """Ensure the status topic (see :func:`ensure_status_topic`); ``group``'s writer and reader.
+
+    Both connect, and the reader reads the group's history, while the topic is checked: a
+    member's first message waits for all three. Neither can create the topic; if the check
+    created it, both are made anew (librdkafka looks a missing topic up after 0.5 s).
+    """
+    partition = status_partition(group, partitions)
+
+    def open_both() -> tuple[StatusWriter, StatusReader]:
+        writer = StatusWriter(
+            bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s, secret=secret
+        )
+        reader = StatusReader(
+            bootstrap_servers, topic, partition, group,
+            kafka=kafka, timeout_s=timeout_s, on_change=on_change, secret=secret,
+        )  # fmt: skip
+        return writer, reader
+
+    created: list[bool] = []
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ensured = pool.submit(
+            ensure_status_topic, bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s,
+            admin=admin, allow_single_replica=allow_single_replica, partitions=partitions,
+            on_created=lambda: created.append(True),
+        )  # fmt: skip
+        writer, reader = open_both()
+        try:
+            ensured.result()
+        except BaseException:
+            created.append(False)  # neither is kept
+            raise
+        finally:
+            if created:
+                writer.close()
+                reader.close()
+    return open_both() if created else (writer, reader)
 
 
 class StatusWriter:
@@ -137,12 +200,10 @@ class StatusWriter:
             },
         )
         self._lock = threading.Lock()
-        # Fetch the topic's metadata now, while the reader starts: the first write would
-        # otherwise wait for it.
-        self._warm = threading.Thread(
-            target=self._producer.list_topics, args=(topic, timeout_s), daemon=True
-        )
-        self._warm.start()
+        # The topic's metadata now, while the topic is checked: the first write would wait for it.
+        warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
+        warm.daemon = True
+        warm.start()
 
     def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
         """Write (key, value or None) records in order; (offset, broker ms) of each."""

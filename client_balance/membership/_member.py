@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from client_balance._kafka import timed_out
+from client_balance._kafka import AdminClient, timed_out
 from client_balance._logging import get_logger
 from client_balance.errors import (
     ClientBalanceError,
@@ -25,12 +25,7 @@ from client_balance.errors import (
 from client_balance.keys import TopicPartition
 from client_balance.membership._checks import check_group, check_signing
 from client_balance.membership._claims import MemberClaims
-from client_balance.membership._log import (
-    StatusReader,
-    StatusWriter,
-    ensure_status_topic,
-    status_partition,
-)
+from client_balance.membership._log import open_status_topic
 from client_balance.membership._records import MemberReport, member_key
 from client_balance.membership._report import MAX_LEASE_S
 from client_balance.membership._signing import status_secret
@@ -52,6 +47,7 @@ class StatusMember:
         *,
         on_change: Callable[[], None],
         on_fenced: Callable[[bool], None],
+        admin: AdminClient | None = None,
     ) -> None:
         self._settings = settings
         self._group = settings.group_id
@@ -68,19 +64,11 @@ class StatusMember:
                 f"allow ({MAX_LEASE_S:g} s): the other members would skip this member's reports"
             )
         secret = self._secret = status_secret(settings)
-        ensure_status_topic(
-            settings.bootstrap_servers, topic, kafka=kafka, timeout_s=timeout_s,
+        self._writer, self._reader = open_status_topic(
+            settings.bootstrap_servers, topic, self._group, kafka=kafka, timeout_s=timeout_s,
+            secret=secret, on_change=on_change, admin=admin,
             allow_single_replica=settings.status_topic_single_replica_ok,
             partitions=settings.status_topic_partitions,
-        )  # fmt: skip
-        partition = status_partition(self._group, settings.status_topic_partitions)
-        self._writer = StatusWriter(
-            settings.bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s,
-            secret=secret,
-        )  # fmt: skip
-        self._reader = StatusReader(
-            settings.bootstrap_servers, topic, partition, self._group,
-            kafka=kafka, timeout_s=timeout_s, on_change=on_change, secret=secret,
         )  # fmt: skip
         self._reader.state.verdicts_of = consumer_id
         self._claims = MemberClaims(

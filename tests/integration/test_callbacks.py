@@ -59,11 +59,16 @@ def test_weight_by_lag_consumes_a_skewed_topic_exactly_once(
 ) -> None:
     """examples/assigners.py weight_by_lag: two members share a skewed backlog, each once."""
     topic = new_topic(partitions=4)
-    produce(kafka_bootstrap, topic, 300, partitions=4)
-    produce(kafka_bootstrap, topic, 900, partitions=1, first=300)  # partition 0 carries most
     group = usecase_groups(kafka_bootstrap, [topic])
     first = group.spawn("first", -1, 0, "--assigner", "weight_by_lag")
     second = group.spawn("second", -1, 1, "--assigner", "weight_by_lag")
+    # The backlog comes once both members run: a member that starts a moment before the other
+    # would read all of it before the other's process has even started.
+    group.wait_for(
+        lambda: all("] started" in w.log_tail() for w in (first, second)), 60, "both started"
+    )
+    produce(kafka_bootstrap, topic, 300, partitions=4)
+    produce(kafka_bootstrap, topic, 900, partitions=1, first=300)  # partition 0 carries most
     expected = _expected(kafka_bootstrap, {topic: 4})
     group.wait_for(lambda: set(group.consumed()) >= expected, 60, "every message consumed")
     assert set(group.consumed()) == expected

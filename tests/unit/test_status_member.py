@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from client_balance import ClientBalanceSettings, KafkaClientError, TopicPartition
-from client_balance.membership import GroupState, MemberReport, StatusMember, _member
+from client_balance.membership import GroupState, MemberReport, StatusMember, _log
 
 
 class FakeWriter:
@@ -73,9 +73,9 @@ def fenced() -> list[bool]:
 @pytest.fixture
 def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
     """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease."""
-    monkeypatch.setattr(_member, "ensure_status_topic", lambda *args, **kwargs: 1)
-    monkeypatch.setattr(_member, "StatusWriter", FakeWriter)
-    monkeypatch.setattr(_member, "StatusReader", FakeReader)
+    monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
+    monkeypatch.setattr(_log, "StatusReader", FakeReader)
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
         report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,

@@ -20,7 +20,6 @@ from client_balance.membership import (
     StatusReader,
     _checks,
     _log,
-    _member,
     claim_key,
     member_key,
     parse_key,
@@ -315,9 +314,9 @@ def test_a_short_status_secret_is_refused() -> None:
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """StatusMember on the in-memory writer and reader of test_status_member."""
-    monkeypatch.setattr(_member, "ensure_status_topic", lambda *args, **kwargs: 1)
-    monkeypatch.setattr(_member, "StatusWriter", FakeWriter)
-    monkeypatch.setattr(_member, "StatusReader", FakeReader)
+    monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
+    monkeypatch.setattr(_log, "StatusReader", FakeReader)
 
 
 def _member_with(**settings: Any) -> StatusMember:

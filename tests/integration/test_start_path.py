@@ -1,0 +1,38 @@
+"""The clients start() opens before the status topic is checked, and what they may not do."""
+
+from __future__ import annotations
+
+import uuid
+
+from client_balance._kafka import admin_client, producer_client
+from client_balance.membership._log import open_status_topic
+from client_balance.membership._records import member_key
+
+
+def test_the_status_writer_never_creates_a_topic_by_asking_for_it(kafka_bootstrap: str) -> None:
+    """The writer connects before the topic is ensured: its metadata request must not create it.
+
+    librdkafka's producer creates a missing topic on a metadata request by default, with the
+    broker's settings: a status topic neither compacted nor stamped with log-append time.
+    """
+    topic = f"status-never-made-{uuid.uuid4().hex[:8]}"
+    producer = producer_client(kafka_bootstrap)
+    producer.list_topics(topic, timeout=10)
+    found = admin_client(kafka_bootstrap).list_topics(topic, timeout=10).topics.get(topic)
+    assert found is None or not found.partitions
+
+
+def test_a_status_topic_created_at_start_is_written_and_read_back(kafka_bootstrap: str) -> None:
+    """Writer and reader made before the topic existed are made anew once it is created."""
+    topic = f"status-fresh-{uuid.uuid4().hex[:8]}"
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    writer, reader = open_status_topic(
+        kafka_bootstrap, topic, group, kafka={}, timeout_s=10.0, secret=None,
+        on_change=lambda: None, allow_single_replica=False, partitions=1,
+    )  # fmt: skip
+    try:
+        ((offset, _),) = writer.write([(member_key(group, "me"), None)])
+        assert reader.wait_applied(offset, timeout_s=10.0)
+    finally:
+        writer.close()
+        reader.close()

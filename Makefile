@@ -41,6 +41,7 @@ bench: jars
 	$(PY) bench/strategies.py
 	$(PY) bench/consumer.py
 	$(PY) bench/elastic.py
+	$(PY) bench/scale.py
 	$(PY) bench/spark.py
 
 clean:

@@ -25,10 +25,12 @@ First-message cases: seconds from constructing the consumer to the first message
 ``ratio`` = peer / ours. Ours: settings, ``ClientBalanceConsumer``, ``start([topic],
 source_count=1, node_id=0)`` in a fresh group (``start_position="earliest"``), the first
 ``get_message()``. Peer: a confluent-kafka ``Consumer`` that ``subscribe()``s in a fresh
-group with Kafka's and librdkafka's defaults (classic protocol; the broker keeps its default
-``group.initial.rebalance.delay.ms`` of 3000), then ``poll()`` until the first message.
-``first-message`` reads a topic with a backlog (10,000 messages per partition);
-``first-message-sparse`` one with 100 per partition, fewer than a batch.
+group, then ``poll()`` until the first message, in two modes: ``-kip848`` cases with
+``group.protocol=consumer`` (KIP-848, the peer's fastest join), the others with the classic
+protocol (the broker keeps its default ``group.initial.rebalance.delay.ms`` of 3000). Both
+sides run with equal settings: the peer gets the SDK's own fetch and reconnect settings
+(``peer_kafka`` in the line). ``first-message`` reads a topic with a backlog (10,000 messages
+per partition); ``first-message-sparse`` one with 100 per partition, fewer than a batch.
 
 Every timed run is its own Python process (no shared GIL, memory or librdkafka state), the two
 sides alternate, ``--warmup`` untimed runs of each side go first (the broker's JIT and page
@@ -40,8 +42,10 @@ or the cluster at ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,8 +70,21 @@ GROUPS = ("throughput", "first-message", "first-message-sparse")
 DEFAULT_BATCHES = (1000, 5000)
 DEFAULT_KAFKA = ("{}", '{"fetch.queue.backoff.ms": 10}')
 """librdkafka's defaults, and the same with its 1 s fetch back-off cut (see docs/benchmarks.md)."""
+LARGE_MESSAGES: dict[str, Any] = {
+    "batch": 100,
+    "kafka": {"fetch.queue.backoff.ms": 10},
+    "size": 1_000_000,
+    "messages": 2_000,
+}
+"""The memory case: 2,000 messages of 1 MB (2 GB), same settings on both sides; peak RSS."""
 FIRST_MESSAGE_BACKLOG = {"first-message": 10_000, "first-message-sparse": 100}
 """Messages per partition in the first-message cases' topics."""
+FIRST_MESSAGE_PEERS = {
+    "classic": "subscribe(), classic group protocol, broker default "
+    "group.initial.rebalance.delay.ms (3000)",
+    "consumer": "subscribe(), KIP-848 group.protocol=consumer",
+}
+"""The peer's ``group.protocol`` in the first-message cases -> the ``peer_mode`` of the line."""
 WORKER_TIMEOUT_S = 600.0
 
 
@@ -78,14 +95,20 @@ class Case:
     group: str
     batch: int = 1000
     kafka: dict[str, Any] = field(default_factory=dict)
+    size: int | None = None
+    """Throughput: bytes per message of this case (None: ``--size``)."""
+    messages: int | None = None
+    """Throughput: messages of this case (None: ``--messages``)."""
 
     @property
     def name(self) -> str:
-        """``throughput-batch5000-fetch.queue.backoff.ms=10``, ``first-message``."""
+        """``throughput-batch5000-fetch.queue.backoff.ms=10``, ``first-message-kip848``."""
         if self.group != "throughput":
-            return self.group
+            kip848 = self.kafka.get("group.protocol") == "consumer"
+            return f"{self.group}-kip848" if kip848 else self.group
+        sized = "" if self.size is None else f"-{self.size // 1_000_000}mb"
         tuned = "".join(f"-{key}={value}" for key, value in sorted(self.kafka.items()))
-        return f"throughput-batch{self.batch}{tuned}"
+        return f"throughput-batch{self.batch}{sized}{tuned}"
 
 
 # ------------------------------------------------------------------------------ workers
@@ -104,6 +127,7 @@ class _Progress:
         self.began = time.perf_counter()
         self.count = self.size = self.batches = self.first_count = 0
         self.first_at = 0.0
+        self.rss_base_mb = _peak_rss_mb()
 
     def add(self, messages: list[Any]) -> None:
         self.size += _touch(messages)
@@ -122,7 +146,22 @@ class _Progress:
             "messages": self.count,
             "bytes": self.size,
             "batches": self.batches,
+            "rss_mb": _peak_rss_mb(),
+            "rss_base_mb": self.rss_base_mb,
         }
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB.
+
+    Linux's ``VmHWM``: ``ru_maxrss`` would carry over the parent's peak across fork and exec
+    (the parent producing the 1 MB messages peaks near a gigabyte).
+    """
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def throughput_ours(args: argparse.Namespace) -> dict[str, Any]:
@@ -188,11 +227,25 @@ def first_message_ours(args: argparse.Namespace) -> dict[str, Any]:
     return {"seconds": took, "messages": len(result.messages)}
 
 
+def peer_settings() -> dict[str, Any]:
+    """The SDK's own librdkafka settings that mean the same to a subscribe() consumer.
+
+    Its fetch and reconnect settings (``sdk_defaults``, docs/settings.md), so that both sides
+    of a first-message case run with equal settings; not its group or offset settings.
+    """
+    sdk = ClientBalanceSettings(bootstrap_servers="localhost:9092", group_id="bench")
+    ours = {**LIBRDKAFKA_DEFAULTS, **sdk.consumer_config()}
+    return {key: value for key, value in ours.items() if key.startswith(("fetch.", "reconnect."))}
+
+
 def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
     """Construct, subscribe() in a fresh group, poll until the first message."""
+    equal = peer_settings()
     began = time.perf_counter()
     consumer = Consumer(
         {
+            **equal,
+            **json.loads(args.kafka[0]),  # the case's group.protocol
             "bootstrap.servers": args.bootstrap,
             "group.id": f"bench-peer-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
@@ -228,7 +281,8 @@ def run_worker(
     """Run one side once in a fresh interpreter; its result dict."""
     command = [
         sys.executable, str(Path(__file__).resolve()), "--worker", name,
-        "--bootstrap", bootstrap, "--topic", topic, "--messages", str(args.messages),
+        "--bootstrap", bootstrap, "--topic", topic,
+        "--messages", str(case.messages or args.messages),
         "--partitions", str(args.partitions), "--batch", str(case.batch),
         "--kafka", json.dumps(case.kafka),
     ]  # fmt: skip
@@ -256,6 +310,7 @@ def produce(bootstrap: str, topic: str, partitions: int, messages: int, size: in
             "linger.ms": 50,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 500_000,
+            "message.max.bytes": 2 * 1024 * 1024,  # 1 MB values and their record overhead
         }
     )
     value = (b"0123456789" * (size // 10 + 1))[:size]
@@ -324,9 +379,10 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:
-    """Messages per second, ours / peer."""
-    topic = f"bench-throughput-{args.messages}x{args.size}b-{args.partitions}p"
-    produce_s = produce(bootstrap, topic, args.partitions, args.messages, args.size)
+    """Messages per second, ours / peer; and each side's peak resident memory."""
+    messages, size = case.messages or args.messages, case.size or args.size
+    topic = f"bench-throughput-{messages}x{size}b-{args.partitions}p"
+    produce_s = produce(bootstrap, topic, args.partitions, messages, size)
     load_before = _load()
     our_runs, peer_runs = alternate(args, bootstrap, topic, case)
     ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
@@ -339,12 +395,12 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "unit": "msg/s",
         "ratio": round(ours / peer, 3),
         "peer_mode": "assign-only, consume(num_messages=batch), no commits",
-        "messages": args.messages,
-        "message_bytes": args.size,
+        "messages": messages,
+        "message_bytes": size,
         "partitions": args.partitions,
         "batch": case.batch,
         "kafka": case.kafka,
-        "sdk_defaults": dict(LIBRDKAFKA_DEFAULTS),
+        "sdk_defaults": {**LIBRDKAFKA_DEFAULTS, **sdk_queue()},
         "runs": args.runs,
         "ours_runs": [round(run["rate"]) for run in our_runs],
         "peer_runs": [round(run["rate"]) for run in peer_runs],
@@ -354,10 +410,25 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "peer_start_s": round(_median(peer_runs, "start_s"), 3),
         "ours_batches": round(_median(our_runs, "batches")),
         "peer_batches": round(_median(peer_runs, "batches")),
+        "ours_rss_mb": round(_median(our_runs, "rss_mb")),
+        "peer_rss_mb": round(_median(peer_runs, "rss_mb")),
+        "rss_ratio": round(_median(peer_runs, "rss_mb") / _median(our_runs, "rss_mb"), 3),
+        "ours_rss_runs": [round(run["rss_mb"]) for run in our_runs],
+        "peer_rss_runs": [round(run["rss_mb"]) for run in peer_runs],
+        "ours_rss_base_mb": round(_median(our_runs, "rss_base_mb")),
+        "peer_rss_base_mb": round(_median(peer_runs, "rss_base_mb")),
         "produce_s": round(produce_s, 1),
         "librdkafka": confluent_kafka.libversion()[0],
         "load": [load_before, _load()],
     }
+
+
+def sdk_queue() -> dict[str, int]:
+    """The queue settings the SDK sets beyond ``LIBRDKAFKA_DEFAULTS``: none yet.
+
+    (Branch wip/fetch-byte-bound derives ``queued.max.messages.kbytes`` from a byte bound.)
+    """
+    return {}
 
 
 def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:
@@ -376,8 +447,8 @@ def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> d
         "peer_name": peer_name(),
         "unit": "s",
         "ratio": round(peer / ours, 3),
-        "peer_mode": "subscribe(), classic group protocol, broker default "
-        "group.initial.rebalance.delay.ms (3000)",
+        "peer_mode": FIRST_MESSAGE_PEERS[case.kafka["group.protocol"]],
+        "peer_kafka": {**peer_settings(), **case.kafka},
         "partitions": args.partitions,
         "messages_per_partition": backlog,
         "runs": args.runs,
@@ -395,7 +466,14 @@ def plan(args: argparse.Namespace) -> list[Case]:
         for kafka in args.kafka or DEFAULT_KAFKA
         for batch in args.batch or DEFAULT_BATCHES
     ]
-    return [*cases, Case("first-message"), Case("first-message-sparse")]
+    if not (args.batch or args.kafka):
+        cases.append(Case("throughput", **LARGE_MESSAGES))
+    firsts = [
+        Case(group, kafka={"group.protocol": protocol})
+        for group in FIRST_MESSAGE_BACKLOG
+        for protocol in ("consumer", "classic")
+    ]
+    return [*cases, *firsts]
 
 
 @contextmanager

@@ -200,7 +200,10 @@ class QueryMembership:
             _log.warning("streaming query missed its lease", consumer_id=self._consumer_id)
 
     def _describe(self) -> MemberReport:
-        keys = sorted(self._highs)
+        # Only what its claims won: a pin published before the claim would make a worker that
+        # holds the partition give it up, where the query must be refused instead.
+        claimed = set() if self._status is None else self._status.claimed()
+        keys = sorted(tp for tp in self._highs if tp in claimed)
         committed = self._options.commit_to_kafka
         return MemberReport(
             consumer_id=self._consumer_id,

@@ -67,7 +67,9 @@ def test_hooks_keep_a_stateful_count_exact_across_a_join_and_a_sigkill(
     }
     first_calls = [hook for hook, positions in first.hooks() for _ in positions]
     assert first_calls.count("revoked") >= 2 + 4  # half for the join, all at the end
-    assert [hook for hook, _ in second.hooks()] == ["assigned"]  # then killed
+    # Assigned (in one round, or two when its share came free in steps), then killed: no
+    # revoked or lost hook ran in it.
+    assert {hook for hook, _ in second.hooks()} == {"assigned"}
 
 
 def test_on_assigned_runs_before_any_batch_and_on_revoked_before_the_final_commit(

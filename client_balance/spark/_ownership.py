@@ -17,7 +17,7 @@ from client_balance.errors import PartitionOccupiedError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["held_by_live_members", "refuse_held"]
+__all__ = ["held_by_live_members", "named_holders", "refuse_held"]
 
 _SHOWN = 5  # partitions named in the error; the count says how many more
 
@@ -43,15 +43,20 @@ def held_by_live_members(
     return {tp: holders[tp] for tp in sorted(set(partitions)) if tp in holders}
 
 
+def named_holders(held: Mapping[TopicPartition, str]) -> str:
+    """``held`` for an error message: the first few ``partition by member``, and how many more."""
+    shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:_SHOWN])
+    return shown + (f" and {len(held) - _SHOWN} more" if len(held) > _SHOWN else "")
+
+
 def refuse_held(held: Mapping[TopicPartition, str], group_id: str) -> None:
     """Raise :class:`PartitionOccupiedError` (410) naming the members if ``held`` is not empty."""
     if not held:
         return
-    shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:_SHOWN])
-    more = f" and {len(held) - _SHOWN} more" if len(held) > _SHOWN else ""
+    shown = named_holders(held)
     first, holder = sorted(held.items())[0]
     raise PartitionOccupiedError(
-        f"live members of group {group_id!r} hold partitions this read would read: {shown}{more}; "
+        f"live members of group {group_id!r} hold partitions this read would read: {shown}; "
         "stop them first, or set the option readHeldPartitions=true to read them anyway "
         "(read-only: nothing is committed to the group)",
         key=str(first),

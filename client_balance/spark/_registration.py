@@ -33,6 +33,7 @@ from client_balance.keys import TopicPartition
 from client_balance.membership import HeldPartition, MemberReport, StatusMember
 from client_balance.settings import ClientBalanceSettings
 from client_balance.spark._options import SourceOptions
+from client_balance.spark._ownership import named_holders
 
 __all__ = ["QueryMembership", "leave_on_terminate"]
 
@@ -175,7 +176,7 @@ class QueryMembership:
     def _refuse(self, held: Mapping[TopicPartition, str]) -> NoReturn:
         self.leave()
         first, holder = sorted(held.items())[0]
-        shown = ", ".join(f"{tp} by {member}" for tp, member in sorted(held.items())[:5])
+        shown = named_holders(held)
         raise PartitionOccupiedError(
             f"live members of group {self._group_id!r} hold or pinned partitions this streaming "
             f"query reads: {shown}; stop them first, or set readHeldPartitions=true to read "

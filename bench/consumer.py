@@ -63,6 +63,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, admin
 from client_balance._kafka import LIBRDKAFKA_DEFAULTS
+from client_balance._kafka._clients import fetch_queue_kbytes
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
 
 BENCH = "consumer"
@@ -424,11 +425,9 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
 
 
 def sdk_queue() -> dict[str, int]:
-    """The queue settings the SDK sets beyond ``LIBRDKAFKA_DEFAULTS``: none yet.
-
-    (Branch wip/fetch-byte-bound derives ``queued.max.messages.kbytes`` from a byte bound.)
-    """
-    return {}
+    """The bound of librdkafka's queue that ours derives from the default max_buffered_bytes."""
+    sdk = ClientBalanceSettings(bootstrap_servers="localhost:9092", group_id="bench")
+    return {"queued.max.messages.kbytes": fetch_queue_kbytes(sdk.max_buffered_bytes)}
 
 
 def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:

@@ -38,6 +38,8 @@ class FailureSlot:
 
     def raise_once(self) -> None:
         """Raise the fatal failure if there is one, else the kept failure, once."""
+        if self._failure is None and self.fatal is None:
+            return  # the common case, checked before the lock: every user call asks
         with self._condition:
             error, self._failure = self._failure, None
         if self.fatal is not None:

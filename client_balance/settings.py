@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     SecretStr,
     ValidationError,
@@ -71,7 +72,21 @@ _KAFKA_MAX_GROUP_ID_LENGTH = 255
 _DAY_S = 86_400.0
 _MAX_LEASE_S = 600.0
 _MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts stop at 300,000 ms
+_MIB = 1024 * 1024
+_MIN_BUFFERED_BYTES = 64 * 1024
+_MAX_BUFFERED_BYTES = 64 * 1024 * _MIB  # a typo in units, not a real bound, above this
 _ENV_FIELD = re.compile(r'field "([a-z_]+)"')
+
+
+def _check_buffered_bytes(value: int) -> int:
+    if not _MIN_BUFFERED_BYTES <= value <= _MAX_BUFFERED_BYTES:
+        raise ValueError(
+            f"give {_MIN_BUFFERED_BYTES:,} (64 KiB) to {_MAX_BUFFERED_BYTES:,} (64 GiB) bytes"
+        )
+    return value
+
+
+_BufferedBytes = Annotated[int, AfterValidator(_check_buffered_bytes)]
 
 
 class ClientBalanceSettings(BaseSettings):
@@ -142,6 +157,11 @@ class ClientBalanceSettings(BaseSettings):
     )
     batch_max_messages: int = Field(
         default=1000, ge=1, le=1_000_000, description="Most messages in one get_message batch."
+    )
+    max_buffered_bytes: _BufferedBytes = Field(
+        default=64 * _MIB,
+        description="Most bytes of message values buffered ahead of get_message(), over all "
+        "partitions (64 KiB to 64 GiB); librdkafka's own queue gets a quarter of it.",
     )
     request_timeout_s: float = Field(
         default=10.0,

@@ -22,6 +22,7 @@ __all__ = [
     "LIBRDKAFKA_DEFAULTS",
     "admin_client",
     "fetch_client",
+    "fetch_queue_kbytes",
     "group_client",
     "kafka_tp",
     "producer_client",
@@ -87,6 +88,15 @@ def group_client(
     )
 
 
+def fetch_queue_kbytes(max_buffered_bytes: int) -> int:
+    """The prefetch queue (KiB) of a consumer buffering up to ``max_buffered_bytes``.
+
+    The queue sits in front of the SDK's buffers: a quarter of their bound keeps the two
+    together near it, from 1 MiB up to librdkafka's own default of 64 MiB.
+    """
+    return min(max(max_buffered_bytes // 4 // 1024, 1024), 65_536)
+
+
 def fetch_client(
     settings: ClientBalanceSettings, on_error: Callable[[KafkaError], None]
 ) -> Consumer:
@@ -95,7 +105,8 @@ def fetch_client(
     An ``error_cb`` of the user's runs after the SDK's own, which it cannot replace: the SDK
     learns from it that the client failed for good.
     """
-    config = {**LIBRDKAFKA_DEFAULTS, **settings.consumer_config()}
+    queue = {"queued.max.messages.kbytes": fetch_queue_kbytes(settings.max_buffered_bytes)}
+    config = {**LIBRDKAFKA_DEFAULTS, **queue, **settings.consumer_config()}
     users = config.get("error_cb")
 
     def on_any_error(error: KafkaError) -> None:
@@ -127,7 +138,12 @@ def producer_client(
     kafka: Mapping[str, KafkaValue] | None = None,
     overrides: KafkaConfig | None = None,
 ) -> Producer:
-    """A ``Producer`` (the status topic's writer); it never creates a topic by accident."""
+    """A ``Producer`` (the status topic's writer); it never creates a topic by accident.
+
+    librdkafka's producer lets a metadata request create a missing topic by default, with the
+    broker's defaults: a status topic made that way would be neither compacted nor stamped with
+    log-append time. Without it, the writer may connect before the topic is ensured.
+    """
     return Producer(
         {
             **(kafka or {}),

@@ -1,6 +1,7 @@
 """Per-partition state of the fetcher: buffered runs of messages and the one batch out.
 
-Pure bookkeeping, no Kafka calls: the fetcher holds its lock around every use.
+Pure bookkeeping, no Kafka calls: the fetcher holds its lock around every use. Buffers are
+bounded per partition by message count and per consumer by bytes (:class:`ByteBudget`).
 """
 
 from __future__ import annotations
@@ -10,13 +11,22 @@ from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import groupby
+from operator import countOf
 from typing import Any, NamedTuple
 
 from client_balance._kafka import KafkaError, Message
 from client_balance._logging import get_logger
 from client_balance.keys import TopicPartition
 
-__all__ = ["Batch", "FetchErrors", "HeldPartition", "Positions", "split_runs", "why_nothing"]
+__all__ = [
+    "Batch",
+    "ByteBudget",
+    "FetchErrors",
+    "HeldPartition",
+    "Positions",
+    "split_runs",
+    "why_nothing",
+]
 
 _log = get_logger("fetch")
 _ERROR_LOG_EVERY_S = 60.0
@@ -58,7 +68,10 @@ class HeldPartition:
     committed: int | None
     buffer: deque[list[Message]] = field(default_factory=deque)
     """Runs of fetched messages, as ``consume()`` returned them (split per partition)."""
+    sizes: deque[int] = field(default_factory=deque)
+    """Bytes of each buffered run (its messages' values), in step with ``buffer``."""
     buffered: int = 0
+    buffered_bytes: int = 0
     batch: Batch | None = None
     paused: bool = False
     releasing: bool = False
@@ -86,41 +99,97 @@ class HeldPartition:
             and not (self.batch or self.releasing or self.rewinding)
         )
 
-    def hand_out(self, batch_max: int, token: int, filter_header: str) -> Batch:
-        """Take up to ``batch_max`` buffered messages as the batch out (filters applied)."""
-        buffer = self.buffer
-        taken: list[Any] = []
-        need = batch_max
-        while need and buffer:
-            run = buffer[0]
-            if len(run) <= need:
-                taken += buffer.popleft()
-                need -= len(run)
-            else:
-                taken += run[:need]
-                buffer[0] = run[need:]
-                need = 0
+    def hand_out(self, batch_max: int, token: int, filter_header: str) -> tuple[Batch, int]:
+        """Take up to ``batch_max`` buffered messages as the batch out; and their bytes."""
+        # A run taken whole is ours alone (a slice, or consume()'s own list): the batch is that
+        # list itself, extended in place if more runs fit, instead of a copy.
+        taken, taken_bytes = self._pop(batch_max)
+        while len(taken) < batch_max and self.buffer:
+            run, run_bytes = self._pop(batch_max - len(taken))
+            taken += run
+            taken_bytes += run_bytes
         self.buffered -= len(taken)
-        end = taken[-1].offset() + 1
-        messages = taken
+        self.buffered_bytes -= taken_bytes
+        return self.take_run(taken, token, filter_header), taken_bytes
+
+    def _pop(self, most: int) -> tuple[list[Message], int]:
+        run = self.buffer[0]
+        if len(run) <= most:
+            self.buffer.popleft()
+            return run, self.sizes.popleft()
+        head, self.buffer[0] = run[:most], run[most:]
+        head_bytes = sum(map(len, head))
+        self.sizes[0] -= head_bytes
+        return head, head_bytes
+
+    def take_run(self, run: list[Any], token: int, filter_header: str) -> Batch:
+        """Make ``run`` (never buffered, or just taken from the buffer) the batch out."""
+        messages = run
         if self.filters is not None:
-            messages = [m for m in taken if _passes(m, self.filters, filter_header)]
-        self.batch = Batch(self.partition, token, self.confirmed, end, messages, self.high)
+            messages = [m for m in run if _passes(m, self.filters, filter_header)]
+        self.batch = Batch(
+            self.partition, token, self.confirmed, run[-1].offset() + 1, messages, self.high
+        )
         return self.batch
 
-    def add_run(self, run: list[Message], length: int, buffer_max: int) -> bool:
-        """Buffer a run of fetched messages; True if the partition must be paused now."""
+    def add_run(self, run: list[Message], length: int, size: int, buffer_max: int) -> bool:
+        """Buffer a run of ``size`` bytes; True if the partition must be paused now."""
         self.buffer.append(run)
+        self.sizes.append(size)
         self.buffered += length
+        self.buffered_bytes += size
         if self.buffered >= buffer_max and not self.paused:
             self.paused = True
             return True
         return False
 
-    def drop_buffer(self) -> None:
-        """Forget what is buffered (a rewind or a release)."""
+    def drop_buffer(self) -> int:
+        """Forget what is buffered (a rewind or a release); the bytes it held."""
+        dropped = self.buffered_bytes
         self.buffer.clear()
-        self.buffered = 0
+        self.sizes.clear()
+        self.buffered = self.buffered_bytes = 0
+        return dropped
+
+
+class ByteBudget:
+    """Bytes of message values buffered by one consumer, against ``max_buffered_bytes``.
+
+    Fetching stops while one more message of the typical size would pass the limit, and each
+    ``consume()`` asks for no more messages than fit, so the buffers stay within the limit when
+    sizes do not vary between fetches. With nothing buffered a fetch is always allowed: a
+    message bigger than the limit is delivered alone instead of blocking its partition.
+    """
+
+    __slots__ = ("limit", "peak", "typical", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        """The most ever buffered at once: for tests and diagnostics."""
+        self.typical = 0
+        """Size of the larger end message of the last fetch (0 until a fetch): an estimate
+        that needs no pass over every message."""
+
+    def add(self, size: int) -> None:
+        """``size`` bytes were buffered."""
+        self.used += size
+        self.peak = max(self.peak, self.used)
+
+    def has_room(self) -> bool:
+        """Whether a fetch may buffer more now."""
+        return self.used == 0 or self.used + self.typical <= self.limit
+
+    def fetch_count(self, batch_max: int) -> int:
+        """How many messages one ``consume()`` may ask for (at least one)."""
+        if not self.typical:
+            return batch_max
+        return max(1, min(batch_max, (self.limit - self.used) // self.typical))
+
+    def saw(self, messages: list[Any]) -> None:
+        """Note the sizes at the ends of a fetched list (not empty)."""
+        self.typical = max(len(messages[0]), len(messages[-1]))
 
 
 def why_nothing(states: Collection[HeldPartition]) -> int:
@@ -141,7 +210,7 @@ def _passes(message: Any, filters: frozenset[str], filter_header: str) -> bool:
 
 
 def split_runs(messages: list[Any], topics_assigned: set[str]) -> list[Run]:
-    """Cut ``consume()``'s list into runs of one partition, with C-level passes only.
+    """Cut ``consume()``'s list (not empty) into runs of one partition, with C-level passes only.
 
     A Python loop over every message would cost more than librdkafka takes to fetch it.
     """
@@ -150,6 +219,11 @@ def split_runs(messages: list[Any], topics_assigned: set[str]) -> list[Run]:
         # partition) can be of another: the partition alone tells runs apart, at a third
         # of the cost of comparing (topic, partition) pairs.
         (topic,) = topics_assigned
+        first = messages[0].partition()
+        # Most lists hold one partition (librdkafka queues a fetch response's messages of a
+        # partition together): one counting pass says so without building groups.
+        if countOf(map(Message.partition, messages), first) == len(messages):
+            return [((topic, first), len(messages))]
         partitions = map(Message.partition, messages)
         return [((topic, number), len(list(group))) for number, group in groupby(partitions)]
     keys = zip(map(Message.topic, messages), map(Message.partition, messages), strict=True)

@@ -28,12 +28,17 @@ _log = get_logger("fetch")
 class ClientGate:
     """Serializes calls on one client; queues calls that nobody waits for."""
 
-    def __init__(self, on_wait: Callable[[], None]) -> None:
+    def __init__(
+        self, on_wait: Callable[[], None], on_release: Callable[[], None] = lambda: None
+    ) -> None:
         self._lock = threading.RLock()
         self._count_lock = threading.Lock()
         self._waiting_calls = 0
         self._commands: deque[Callable[[], object]] = deque()
         self._on_wait = on_wait
+        self._on_release = on_release
+        self.releases = 0
+        """Calls finished so far: a fetcher refused while one ran waits only until it ends."""
         self.closed = False
 
     @property
@@ -63,7 +68,9 @@ class ClientGate:
             self._serve_commands()
             return action()
         finally:
+            self.releases += 1  # before the release, under the lock: no increment is lost
             self._lock.release()
+            self._on_release()
 
     def try_fetch(self, fetch: Callable[[], object]) -> bool:
         """Run ``fetch`` unless another thread holds or waits for the client lock."""

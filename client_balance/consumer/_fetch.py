@@ -8,19 +8,18 @@ threads (that hand-over cost a fifth of the throughput). The background thread f
 while no caller has for a moment, keeping buffers warm and librdkafka's callbacks served, and
 commits confirmed positions on the interval.
 
-Per partition the fetcher keeps a buffer of fetched messages and at most one batch out
-(``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
-application catches up. Positions are Kafka's "next message to read"; only confirmed
-positions are ever committed, so delivery is at least once and a crash loses nothing.
+Per partition the fetcher keeps a buffer of fetched messages (``_shelf``) and at most one
+batch out (``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
+application catches up; once the buffers of all partitions hold ``max_buffered_bytes``, nobody
+fetches until batches are taken out of them. Positions are Kafka's "next message to read"; only
+confirmed positions are ever committed, so delivery is at least once and a crash loses nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
@@ -43,12 +42,12 @@ from client_balance.consumer._buffers import (
     FetchErrors,
     HeldPartition,
     Positions,
-    split_runs,
     why_nothing,
 )
 from client_balance.consumer._client import ClientGate
 from client_balance.consumer._commits import Committer
 from client_balance.consumer._retention import restart_out_of_range
+from client_balance.consumer._shelf import Shelf
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
@@ -65,8 +64,6 @@ _IDLE_WAIT_S = 0.5
 _CONSUME_WAIT_S = 0.05
 _CALLERS_FETCH_FOR_S = 0.1
 """The background thread stays out of fetching while a caller fetched this recently."""
-_BUFFER_FLOOR = 50_000  # messages per partition before it is paused
-_BUFFER_BATCHES = 10  # ... or this many batches, if more
 
 
 class Fetcher:
@@ -74,20 +71,17 @@ class Fetcher:
 
     def __init__(self, settings: ClientBalanceSettings) -> None:
         self._settings = settings
-        self._batch_max = settings.batch_max_messages
-        # Pausing makes librdkafka drop what it prefetched for the partition and fetch it again,
-        # and one fetch brings thousands of messages: pause only well above a batch.
-        self._buffer_max = max(_BUFFER_BATCHES * settings.batch_max_messages, _BUFFER_FLOOR)
         self._timeout_s = settings.request_timeout_s
         self._consumer = fetch_client(settings, self._on_kafka_error)
         self._lock = threading.Condition()
         self._held: dict[TopicPartition, HeldPartition] = {}
-        self._topics_assigned: set[str] = set()
-        """Every topic ever assigned to the client; one topic allows a cheaper split."""
-        self._ready: deque[TopicPartition] = deque()
+        self.shelf = Shelf(
+            self._held, settings.batch_max_messages, settings.max_buffered_bytes,
+            settings.filter_header,
+        )  # fmt: skip
+        self._ready = self.shelf.ready
         self._wake = threading.Event()
-        self._gate = ClientGate(on_wait=self._wake.set)
-        self.lease_ok: Callable[[], bool] = lambda: True  # no batch out, no commit while False
+        self._gate = ClientGate(on_wait=self._wake.set, on_release=self._notify)
         self._commits = Committer(
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
             may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - replaced after __init__
@@ -95,11 +89,19 @@ class Fetcher:
         self._last_caller_fetch_s = 0.0
         self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
-        self._tokens = itertools.count(1)
         self.failures = FailureSlot(self._lock)  # raised by the next call (a fatal one: all)
         self._fetch_errors = FetchErrors()
         self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
         self._thread.start()
+
+    @property
+    def lease_ok(self) -> Callable[[], bool]:
+        """No batch out, no commit while it says False (the member's lease may have lapsed)."""
+        return self.shelf.lease_ok
+
+    @lease_ok.setter
+    def lease_ok(self, check: Callable[[], bool]) -> None:
+        self.shelf.lease_ok = check
 
     def metadata(self) -> Any:
         """The cluster's metadata, through this client (its connections are warm)."""
@@ -150,7 +152,7 @@ class Fetcher:
             for state in states:
                 self._held[state.partition] = state
         assigned = [kafka_tp(s.partition, s.confirmed) for s in states]
-        self._topics_assigned.update(s.partition.topic for s in states)
+        self.shelf.topics_assigned.update(s.partition.topic for s in states)
         consumer.incremental_assign(assigned)
         # librdkafka keeps a partition's pause across unassign and assign: one paused (full
         # buffer) when it was last released would never be fetched again.
@@ -194,8 +196,9 @@ class Fetcher:
                 self._gate.call(lambda: self._commits.commit([state]))
         finally:
             with self._lock:
-                self._held.pop(partition, None)
-            self._gate.call(lambda: self._unassign(partition))
+                if self._held.pop(partition, None) is state:
+                    self.shelf.drop(state)
+            self._gate.call(lambda: _unassign(self._consumer, partition))
 
     def offsets(self) -> list[Positions]:
         """Where every held partition stands."""
@@ -204,24 +207,35 @@ class Fetcher:
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
-        deadline = Deadline(timeout_s)
+        deadline = None
         while True:
             with self._lock:
                 self.failures.raise_once()
-                while self._ready and self.lease_ok():
-                    state = self._held.get(self._ready.popleft())
-                    if state is not None and state.can_hand_out:
-                        return self._hand_out(state)
+                batch = self.shelf.take()
+                if batch is not None:
+                    self._resume_if_drained(batch.partition)
+                    return batch
+                deadline = deadline or Deadline(timeout_s)
                 left = deadline.left_s()
                 if left <= 0 or self._stopping.is_set():
                     return why_nothing(self._held.values())
-                fetching = any(not s.paused for s in self._held.values())
-            fetch = partial(self._fetch_once, min(left, _CONSUME_WAIT_S))
+                fetching = self.shelf.may_fetch()
+                released = self._gate.releases
+            taken: list[Batch] = []
+            fetch = partial(self._fetch_once, min(left, _CONSUME_WAIT_S), taken)
             if fetching and self._gate.try_fetch(fetch):
+                if taken:
+                    return taken[0]
                 continue
             with self._lock:
-                if not self._ready:  # what another thread fetched meanwhile is not waited for
+                # What another thread fetched meanwhile is not waited for, nor a client lock
+                # freed meanwhile (a query of the reconcile thread): the caller fetches then.
+                if not self._ready and self._gate.releases == released:
                     self._lock.wait(min(left, _CONSUME_WAIT_S))
+
+    def _notify(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
 
     def settle(
         self, partition: TopicPartition, token: int, consumed: bool
@@ -241,7 +255,7 @@ class Fetcher:
                 if state.buffer and not state.releasing:
                     self._ready.append(partition)
             else:
-                state.drop_buffer()
+                self.shelf.drop(state)
                 state.rewinding = True  # nothing fetched before the rewind may be buffered
             self._lock.notify_all()
         if not consumed:
@@ -249,16 +263,12 @@ class Fetcher:
             return state.confirmed, state.committed == state.confirmed
         if self._settings.commit == "sync":
             return batch.end, self._commits.commit_confirmed(state, self._gate.call)
-        self._resume_if_drained(state)
+        self._resume_if_drained(partition)
         return batch.end, False
 
-    def _hand_out(self, state: HeldPartition) -> Batch:
-        batch = state.hand_out(self._batch_max, next(self._tokens), self._settings.filter_header)
-        self._resume_if_drained(state)
-        return batch
-
-    def _resume_if_drained(self, state: HeldPartition) -> None:
-        if state.paused and state.buffered < self._buffer_max // 2:
+    def _resume_if_drained(self, partition: TopicPartition) -> None:
+        state = self._held.get(partition)
+        if state is not None and self.shelf.drained(state):
             self._gate.submit(lambda: self._resume(state))
 
     def flush(self) -> None:
@@ -269,21 +279,31 @@ class Fetcher:
         with self._lock:
             return list(self._held.values())
 
-    def _fetch_once(self, wait_s: float) -> None:
-        if threading.current_thread() is not self._thread:
+    def _fetch_once(self, wait_s: float, taken: list[Batch] | None = None) -> None:
+        """``consume()`` and share out; a caller's ``taken`` gets the first batch it can have."""
+        if taken is not None:
             self._last_caller_fetch_s = time.monotonic()
+        count = self.shelf.fetch_count()
         try:
-            messages = self._consumer.consume(num_messages=self._batch_max, timeout=wait_s)
+            messages = self._consumer.consume(num_messages=count, timeout=wait_s)
         except KafkaException as error:
             _log.warning("consume failed", error=str(error))
             return
-        if messages:
-            self._distribute(messages)
+        if messages and any(map(Message.error, messages)):
+            messages, out_of_range = self._fetch_errors.drop(messages)
+            restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s)
+        if not messages:
+            return
+        with self._lock:
+            to_pause = self.shelf.share_out(messages, taken)
+            self._lock.notify_all()
+        if to_pause:
+            self._consumer.pause([kafka_tp(tp) for tp in to_pause])
 
     def _run(self) -> None:
         while not self._stopping.is_set():
             with self._lock:
-                fetching = any(not s.paused for s in self._held.values())
+                fetching = self.shelf.may_fetch()
             callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
             if self._gate.has_commands or (fetching and not callers_fetch):
                 if not self._gate.try_fetch(partial(self._fetch_once, _CONSUME_WAIT_S)):
@@ -292,27 +312,6 @@ class Fetcher:
                 self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
             self._wake.clear()
             self._commits.on_interval(self._states, self._gate.call, self.failures.store)
-
-    def _distribute(self, messages: list[Any]) -> None:
-        if any(map(Message.error, messages)):
-            messages, out_of_range = self._fetch_errors.drop(messages)
-            restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s)
-        to_pause = []
-        with self._lock:
-            start = 0
-            for key, length in split_runs(messages, self._topics_assigned):
-                run = messages[start : start + length]
-                start += length
-                state = self._held.get(key)  # type: ignore[call-overload]  # a plain tuple matches
-                if state is None or state.releasing or state.rewinding:
-                    continue
-                if not state.buffer and state.batch is None:
-                    self._ready.append(state.partition)
-                if state.add_run(run, length, self._buffer_max):
-                    to_pause.append(state.partition)
-            self._lock.notify_all()
-        if to_pause:
-            self._consumer.pause([kafka_tp(tp) for tp in to_pause])
 
     def _resume(self, state: HeldPartition) -> None:
         with self._lock:
@@ -325,16 +324,12 @@ class Fetcher:
         tp = kafka_tp(state.partition)
         self._consumer.incremental_unassign([tp])
         with self._lock:
-            state.drop_buffer()
+            self.shelf.drop(state)
             state.paused = False
             state.rewinding = False
         if state.partition in self._held:
             self._consumer.incremental_assign([kafka_tp(state.partition, position)])
             self._consumer.resume([tp])  # it may have been paused: see the end of _hold
-
-    def _unassign(self, partition: TopicPartition) -> None:
-        with contextlib.suppress(KafkaException):  # it was never assigned, or already gone
-            self._consumer.incremental_unassign([kafka_tp(partition)])
 
     def refresh_highs(self) -> None:
         """Update each held partition's high watermark from the client's cache (no I/O)."""
@@ -381,3 +376,8 @@ def _refresh_highs(
         with lock:
             if high >= 0:
                 state.high = int(high)
+
+
+def _unassign(consumer: Consumer, partition: TopicPartition) -> None:
+    with contextlib.suppress(KafkaException):  # it was never assigned, or already gone
+        consumer.incremental_unassign([kafka_tp(partition)])

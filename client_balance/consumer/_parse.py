@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from client_balance._timing import check_seconds
@@ -29,8 +28,6 @@ MAX_FILTERS_PER_TOPIC = 500  # TubeMQ's limits on filter items
 MAX_FILTER_LENGTH = 256
 _CONTEXT_PARTS = 4  # <leader>:<topic>:<partition>:<token>
 # ASCII digits only: str.isdigit() also takes "²", on which int() raises a bare ValueError.
-_DECIMAL = re.compile(r"[0-9]+")
-_LEADER = re.compile(r"-1|[0-9]+")  # a broker id, or -1 for "no leader"
 _MODES = ", ".join(repr(mode.value) for mode in GroupMode)
 
 
@@ -122,13 +119,19 @@ def parse_context(context: object) -> tuple[TopicPartition, int]:
     parts = context.split(":") if isinstance(context, str) else []
     if len(parts) == _CONTEXT_PARTS and all(parts[1:]):
         leader, topic, number, token = parts
-        if _LEADER.fullmatch(leader) and _DECIMAL.fullmatch(number) and _DECIMAL.fullmatch(token):
+        # str tests instead of regular expressions: this runs at every confirm.
+        if (leader == "-1" or _decimal(leader)) and _decimal(number) and _decimal(token):
             return TopicPartition(topic, int(number)), int(token)
     raise InvalidConfirmContextError(
         f"confirm context {context!r} is malformed; pass the confirm_context of a "
         "ConsumeResult (<leader>:<topic>:<partition>:<token>)",
         context=context,
     )
+
+
+def _decimal(text: str) -> bool:
+    """``[0-9]+``: ``isdecimal()`` alone also takes other scripts' digits."""
+    return text.isascii() and text.isdecimal()
 
 
 def parse_pins(pins: Mapping[str, int] | Iterable[str]) -> dict[TopicPartition, int]:

@@ -16,8 +16,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 import client_balance.admin
-import client_balance.consumer._fetch
 import client_balance.consumer._reconcile
+import client_balance.consumer._shelf
 from client_balance import (
     AssignmentContext,
     ClientBalanceConsumer,
@@ -88,8 +88,8 @@ def test_confirm_false_redelivers_the_same_batch(
 ) -> None:
     """confirm(ctx, False) has the same messages delivered again, then consumption goes on."""
     # A buffer of two batches, so that partition 0 is paused before the rewind.
-    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_FLOOR", 0)
-    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_BATCHES", 2)
+    monkeypatch.setattr(client_balance.consumer._shelf, "_BUFFER_FLOOR", 0)
+    monkeypatch.setattr(client_balance.consumer._shelf, "_BUFFER_BATCHES", 2)
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(50)])
     consumer = make_consumer(batch_max_messages=10)
@@ -456,8 +456,8 @@ def test_retention_past_the_position_skips_only_what_was_removed(
     Before the fix librdkafka's auto.offset.reset ("latest" by default) jumped to the high
     watermark, so messages that still existed were never delivered and then committed over.
     """
-    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_FLOOR", 0)
-    monkeypatch.setattr(client_balance.consumer._fetch, "_BUFFER_BATCHES", 2)
+    monkeypatch.setattr(client_balance.consumer._shelf, "_BUFFER_FLOOR", 0)
+    monkeypatch.setattr(client_balance.consumer._shelf, "_BUFFER_BATCHES", 2)
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(2_000)])
     consumer = make_consumer(

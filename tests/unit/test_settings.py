@@ -17,6 +17,7 @@ def test_defaults() -> None:
     assert settings.filter_header == "type"
     assert settings.commit == "interval"
     assert settings.pinned == {}
+    assert settings.max_buffered_bytes == 64 * 1024 * 1024
 
 
 def test_environment_supplies_values(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,6 +57,11 @@ def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.Monke
         ),
         ({"reconcile_interval_s": 0}, "reconcile_interval_s=0"),
         ({"batch_max_messages": 0}, "batch_max_messages=0"),
+        (
+            {"max_buffered_bytes": 1000},
+            "max_buffered_bytes=1000 is not allowed: give 65,536 (64 KiB) to 68,719,476,736",
+        ),
+        ({"max_buffered_bytes": 2**40}, f"max_buffered_bytes={2**40}"),
         ({"commit": "async"}, "commit='async'"),
         ({"status_topic": "bad topic"}, "topic name 'bad topic'"),
         ({"filter_header": ""}, "filter_header=''"),

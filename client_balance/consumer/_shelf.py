@@ -1,0 +1,112 @@
+"""The shelf: every held partition's buffer as one, between ``consume()`` and ``get_message``.
+
+What one ``consume()`` returned is shared out to the partitions' buffers, and batches are
+taken off round robin over the partitions that have data and no batch out. The bytes buffered
+across all partitions are kept within ``max_buffered_bytes`` (:class:`ByteBudget`).
+
+A caller's own fetch hands the first run it can out at once, without buffering it: with one
+application thread almost every batch goes that way, and only what stays behind is measured
+(counting bytes is a pass over every message, which would cost more than the split).
+
+Pure bookkeeping, no Kafka calls: the fetcher holds its lock around every use and makes the
+calls (pausing a partition) that the shelf asks for.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from client_balance.consumer._buffers import Batch, ByteBudget, HeldPartition, split_runs
+from client_balance.keys import TopicPartition
+
+__all__ = ["Shelf"]
+
+_BUFFER_FLOOR = 50_000  # messages per partition before it is paused
+_BUFFER_BATCHES = 10  # ... or this many batches, if more
+
+
+class Shelf:
+    """Buffers of the held partitions, the round robin of batches, the byte budget."""
+
+    def __init__(
+        self,
+        held: dict[TopicPartition, HeldPartition],
+        batch_max: int,
+        max_bytes: int,
+        filter_header: str,
+    ) -> None:
+        self._held = held
+        self._batch_max = batch_max
+        # Pausing makes librdkafka drop what it prefetched for the partition and fetch it again,
+        # and one fetch brings thousands of messages: pause only well above a batch.
+        self.buffer_max = max(_BUFFER_BATCHES * batch_max, _BUFFER_FLOOR)
+        self._filter_header = filter_header
+        self.ready: deque[TopicPartition] = deque()
+        """Partitions that may have a batch to hand out, in turn (stale entries are skipped)."""
+        self.budget = ByteBudget(max_bytes)
+        self.topics_assigned: set[str] = set()
+        """Every topic ever assigned to the client; one topic allows a cheaper split."""
+        self.lease_ok: Callable[[], bool] = lambda: True
+        self._tokens = itertools.count(1)
+
+    def may_fetch(self) -> bool:
+        """Whether a fetch could buffer anything now."""
+        return self.budget.has_room() and any(not s.paused for s in self._held.values())
+
+    def fetch_count(self) -> int:
+        """How many messages the next ``consume()`` may ask for."""
+        return self.budget.fetch_count(self._batch_max)
+
+    def take(self) -> Batch | None:
+        """The next buffered batch in turn, or None."""
+        ready, held = self.ready, self._held
+        while ready and self.lease_ok():
+            state = held.get(ready.popleft())
+            if state is not None and state.can_hand_out:
+                batch, size = state.hand_out(
+                    self._batch_max, next(self._tokens), self._filter_header
+                )
+                self.budget.used -= size
+                return batch
+        return None
+
+    def drained(self, state: HeldPartition) -> bool:
+        """Whether a partition paused for a full buffer may be resumed now."""
+        return state.paused and state.buffered < self.buffer_max // 2
+
+    def drop(self, state: HeldPartition) -> None:
+        """Forget ``state``'s buffer (a rewind or a release)."""
+        self.budget.used -= state.drop_buffer()
+
+    def share_out(self, messages: list[Any], taken: list[Batch] | None) -> list[TopicPartition]:
+        """Buffer ``messages`` (errors dropped, not empty); the partitions to pause now.
+
+        With ``taken`` (a caller's fetch, an empty list) the first run of a partition that may
+        hand a batch out now goes straight into it as that batch.
+        """
+        self.budget.saw(messages)
+        to_pause = []
+        start = 0
+        for key, length in split_runs(messages, self.topics_assigned):
+            run = messages if length == len(messages) else messages[start : start + length]
+            start += length
+            state = self._held.get(key)  # type: ignore[call-overload]  # a plain tuple matches
+            if state is None or state.releasing or state.rewinding:
+                continue
+            if taken is not None and not taken and self._takes_directly(state):
+                token = next(self._tokens)
+                taken.append(state.take_run(run, token, self._filter_header))
+                continue
+            if not state.buffer and state.batch is None:
+                self.ready.append(state.partition)
+            size = sum(map(len, run))
+            self.budget.add(size)
+            if state.add_run(run, length, size, self.buffer_max):
+                to_pause.append(state.partition)
+        return to_pause
+
+    def _takes_directly(self, state: HeldPartition) -> bool:
+        return state.announced and state.batch is None and not state.buffer and self.lease_ok()

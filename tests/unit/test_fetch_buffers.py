@@ -1,0 +1,177 @@
+"""The fetcher's buffers: the byte bound, the caller's own batch, the split (no broker)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Message
+
+from client_balance import ClientBalanceSettings
+from client_balance._kafka._clients import fetch_queue_kbytes
+from client_balance.consumer import _fetch
+from client_balance.consumer._buffers import ByteBudget, HeldPartition, split_runs
+from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._shelf import Shelf
+from client_balance.keys import TopicPartition
+
+KIB = 1024
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _messages(partition: int, offsets: range, size: int) -> list[Any]:
+    return [Message(topic="t", partition=partition, offset=o, value=b"x" * size) for o in offsets]
+
+
+def _shelf(limit: int, batch_max: int = 10) -> tuple[Shelf, dict[TopicPartition, HeldPartition]]:
+    held = {tp: HeldPartition(tp, None, 0, None) for tp in (T0, T1)}
+    shelf = Shelf(held, batch_max, limit, "type")
+    shelf.topics_assigned.add("t")
+    return shelf, held
+
+
+def test_a_fetch_is_always_allowed_with_nothing_buffered() -> None:
+    """An empty budget lets a fetch through even when one message is bigger than the bound."""
+    budget = ByteBudget(64 * KIB)
+    budget.saw(_messages(0, range(1), 100 * KIB))
+    assert budget.has_room()
+    assert budget.fetch_count(batch_max=10) == 1
+    budget.add(100 * KIB)
+    assert not budget.has_room()
+
+
+def test_each_fetch_asks_for_no_more_than_fits() -> None:
+    """consume() is asked for what fits in the bound at the last fetch's message size."""
+    budget = ByteBudget(64 * KIB)
+    assert budget.fetch_count(batch_max=50) == 50  # no size seen yet
+    budget.saw(_messages(0, range(2), 1000))
+    assert budget.fetch_count(batch_max=50) == 50
+    budget.add(60_000)
+    assert budget.fetch_count(batch_max=50) == 5
+    budget.add(5_000)
+    assert not budget.has_room()
+
+
+def test_buffers_stay_within_the_bound_and_fetching_resumes_once_taken() -> None:
+    """Once a size is known, fetches stop at the bound; taking batches lets them go on."""
+    shelf, _ = _shelf(limit=64 * KIB, batch_max=3)
+    first: list[Any] = []  # the first fetch (a caller's) teaches the size
+    shelf.share_out(_messages(1, range(1), 10 * KIB), first)
+    assert first
+    assert shelf.budget.used == 0
+    fetched = fetches = 0
+    while shelf.may_fetch():
+        count = shelf.fetch_count()
+        shelf.share_out(_messages(0, range(fetched, fetched + count), 10 * KIB), None)
+        fetched += count
+        fetches += 1
+        assert shelf.budget.used <= 64 * KIB
+    assert fetches > 1
+    assert shelf.budget.peak <= 64 * KIB
+    batch = shelf.take()
+    assert batch is not None
+    assert [m.offset() for m in batch.messages] == list(range(len(batch.messages)))
+    assert shelf.may_fetch()
+
+
+def test_a_caller_fetch_hands_its_first_run_out_and_buffers_the_rest() -> None:
+    """The caller's batch skips the buffer; only what stays behind counts against the bound."""
+    shelf, held = _shelf(limit=64 * KIB)
+    taken: list[Any] = []
+    shelf.share_out(_messages(0, range(3), 1000) + _messages(1, range(2), 700), taken)
+    assert len(taken) == 1
+    assert (taken[0].partition, taken[0].start, taken[0].end) == (T0, 0, 3)
+    assert held[T0].buffered == 0
+    assert held[T1].buffered == 2
+    assert shelf.budget.used == 1400
+    shelf.drop(held[T1])
+    assert shelf.budget.used == 0
+
+
+def test_a_batch_taken_across_runs_counts_out_exactly_its_bytes() -> None:
+    """Runs cut at the batch size leave the remainder's bytes in the budget."""
+    shelf, held = _shelf(limit=64 * KIB, batch_max=4)
+    shelf.share_out(_messages(0, range(3), 100), None)
+    shelf.share_out(_messages(0, range(3, 6), 200), None)
+    batch = shelf.take()
+    assert batch is not None
+    assert [m.offset() for m in batch.messages] == [0, 1, 2, 3]
+    assert shelf.budget.used == held[T0].buffered_bytes == 400
+
+
+@pytest.mark.parametrize(
+    ("partitions", "runs"),
+    [([0, 0, 0], [(0, 3)]), ([0, 0, 1, 1, 0], [(0, 2), (1, 2), (0, 1)]), ([2], [(2, 1)])],
+)
+def test_split_runs_cuts_at_every_change_of_partition(
+    partitions: list[int], runs: list[tuple[int, int]]
+) -> None:
+    """Consecutive messages of one partition make one run, however they interleave."""
+    messages = [Message(topic="t", partition=p, offset=i) for i, p in enumerate(partitions)]
+    assert split_runs(messages, {"t"}) == [(("t", p), n) for p, n in runs]
+
+
+def test_librdkafkas_queue_is_a_quarter_of_the_buffer_bound() -> None:
+    """queued.max.messages.kbytes follows max_buffered_bytes, within 1 MiB .. 64 MiB."""
+    assert fetch_queue_kbytes(64 * KIB * KIB) == 16 * KIB
+    assert fetch_queue_kbytes(64 * KIB) == KIB
+    assert fetch_queue_kbytes(64 * KIB**3) == 64 * KIB
+
+
+class _FakeClient:
+    """A confluent-kafka Consumer with a fixed backlog: consume() takes from it."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self._backlog = deque(messages)
+        self._lock = threading.Lock()
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        with self._lock:
+            count = min(num_messages, len(self._backlog))
+            taken = [self._backlog.popleft() for _ in range(count)]
+        if not taken:
+            time.sleep(min(timeout, 0.01))
+        return taken
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:  # assign, unassign, pause, resume, close
+        return lambda *args, **kwargs: None
+
+
+@pytest.fixture
+def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
+    """A Fetcher on one partition whose first message is bigger than max_buffered_bytes."""
+    backlog = _messages(0, range(1), 200 * KIB) + _messages(0, range(1, 31), 10 * KIB)
+    monkeypatch.setattr(_fetch, "fetch_client", lambda settings, on_error: _FakeClient(backlog))
+    monkeypatch.setattr(
+        _fetch, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 31)}, {})
+    )
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", max_buffered_bytes=64 * KIB,
+        batch_max_messages=4,
+    )  # fmt: skip
+    made = Fetcher(settings)
+    made.hold({T0: None}, lambda partition, committed, low, high: (0, False))
+    made.announce([T0])
+    yield made
+    made.close(0.0)
+
+
+def test_a_message_bigger_than_the_bound_is_delivered_and_the_rest_follows(
+    fetcher: Fetcher,
+) -> None:
+    """No deadlock: the oversized message comes out, then every other one, in order, once."""
+    offsets: list[int] = []
+    while len(offsets) < 31:
+        batch = fetcher.take_batch(timeout_s=10.0)
+        assert not isinstance(batch, int), f"no batch: {batch}"
+        offsets += [m.offset() or 0 for m in batch.messages]
+        assert fetcher.settle(batch.partition, batch.token, consumed=True) is not None
+    assert offsets == list(range(31))
+    assert fetcher.shelf.budget.used == 0

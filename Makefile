@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit integration bench jars clean
+.PHONY: demo test lint unit integration bench plot jars clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,19 +30,33 @@ unit: $(STAMP)
 demo: jars
 	$(PY) examples/demo.py
 
-# kafka-python is the Python peer of bench/strategies.py only: installed here, never a dependency
-# of the package or of `make test`. bench/consumer.py starts its own broker (or uses
-# CLIENT_BALANCE_BOOTSTRAP_SERVERS); its peer, confluent-kafka, is a dependency already.
+# kafka-python is the Python peer of bench/strategies.py only, and matplotlib draws the charts
+# (bench/plot.py): installed here, never dependencies of the package or of `make test`.
+# bench/consumer.py starts its own broker (or uses CLIENT_BALANCE_BOOTSTRAP_SERVERS); its peer,
+# confluent-kafka, is a dependency already. Each script's JSON lines go to the terminal and to
+# bench/results/<script>.jsonl (pipefail: a failed script fails the target despite tee); `make
+# plot` draws docs/img/bench-*.png from those files again.
 KAFKA_PYTHON := kafka-python==3.0.12
+MATPLOTLIB := matplotlib==3.11.2
+BENCH_RESULTS := bench/results
+
+bench plot: SHELL := /bin/bash
+bench plot: .SHELLFLAGS := -o pipefail -c
 
 bench: jars
-	$(PY) -m pip install --quiet '$(KAFKA_PYTHON)'
-	$(PY) bench/broker_start.py
-	$(PY) bench/strategies.py
-	$(PY) bench/consumer.py
-	$(PY) bench/elastic.py
-	$(PY) bench/scale.py
-	$(PY) bench/spark.py
+	$(PY) -m pip install --quiet '$(KAFKA_PYTHON)' '$(MATPLOTLIB)'
+	mkdir -p $(BENCH_RESULTS)
+	$(PY) bench/broker_start.py | tee $(BENCH_RESULTS)/broker_start.jsonl
+	$(PY) bench/strategies.py | tee $(BENCH_RESULTS)/strategies.jsonl
+	$(PY) bench/consumer.py | tee $(BENCH_RESULTS)/consumer.jsonl
+	$(PY) bench/elastic.py | tee $(BENCH_RESULTS)/elastic.jsonl
+	$(PY) bench/scale.py | tee $(BENCH_RESULTS)/scale.jsonl
+	$(PY) bench/spark.py | tee $(BENCH_RESULTS)/spark.jsonl
+	$(MAKE) plot
+
+plot: $(STAMP)
+	$(PY) -m pip install --quiet '$(MATPLOTLIB)'
+	$(PY) bench/plot.py $(BENCH_RESULTS)/*.jsonl --out docs/img
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -63,6 +63,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ResourceType,
 )
 from consumer import produce  # bench/consumer.py: the benches' data
+from progress_bar import advance, emit, progress, say  # bench/progress_bar.py
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
@@ -414,19 +415,21 @@ def main(argv: list[str] | None = None) -> int:
         produce(bootstrap, args.topic, args.partitions, args.messages, 100)
         results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         load: dict[str, list[str]] = {side: [] for side in sides}
-        for number in range(args.runs):
-            # Rotate the order so that no side always runs first on a fresh page cache.
-            for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
-                run = Run(side, args, bootstrap, args.folder)
-                load[side].append(Path("/proc/loadavg").read_text().rsplit(" ", 2)[0])
-                try:
-                    results[side].append(run.measure())
-                except (RuntimeError, KafkaException) as error:
-                    run.stop_all()
-                    print(f"{side} run failed: {error}", file=sys.stderr)
-                    return 1
-                print(json.dumps({"bench": BENCH, "run": number, "side": side,
-                                  **results[side][-1]}), flush=True)  # fmt: skip
+        with progress("elastic", args.runs * len(sides)):
+            for number in range(args.runs):
+                # Rotate the order so that no side always runs first on a fresh page cache.
+                for side in sides[number % len(sides) :] + sides[: number % len(sides)]:
+                    run = Run(side, args, bootstrap, args.folder)
+                    load[side].append(Path("/proc/loadavg").read_text().rsplit(" ", 2)[0])
+                    try:
+                        results[side].append(run.measure())
+                    except (RuntimeError, KafkaException) as error:
+                        run.stop_all()
+                        say(f"{side} run failed: {error}")
+                        return 1
+                    emit(json.dumps({"bench": BENCH, "run": number, "side": side,
+                                     **results[side][-1]}))  # fmt: skip
+                    advance(f"run {number + 1} {side}")
         for event in EVENTS:
             for peer in (side for side in sides if side != "ours"):
                 if "ours" not in results:

@@ -54,6 +54,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from progress_bar import advance, emit, progress  # bench/progress_bar.py
 
 from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessageError, admin
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
@@ -226,6 +227,15 @@ def run_once(args: argparse.Namespace, spec: dict[str, Any], sim: int) -> dict[s
     return result
 
 
+def runs_of(args: argparse.Namespace, spec: dict[str, Any], sim: int, point: str) -> list[Any]:
+    """``--runs`` measured runs of one point, each a step of the progress bar."""
+    runs = []
+    for number in range(1, args.runs + 1):
+        runs.append(run_once(args, spec, sim))
+        advance(f"{point} run {number}")
+    return runs
+
+
 def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
@@ -249,13 +259,13 @@ def point_lines(series: str, size: int, runs: list[dict[str, Any]], extra: dict[
                   "max_round_s": [round(max(r["round_s"], default=0.0), 3) for r in runs]},
     }  # fmt: skip
     for metric, values in figures.items():
-        print(json.dumps({
+        emit(json.dumps({
             "bench": BENCH, "case": f"{series}-{metric}", series: size,
             "ours": round(_median(values), 4), "peer": None, "peer_name": None, "ratio": None,
             "unit": UNITS[metric], "runs": [round(v, 4) for v in values],
             "load": [r["load"] for r in runs], **details[metric], **extra,
             "warnings": sorted({w for r in runs for w in r["warnings"]}),
-        }), flush=True)  # fmt: skip
+        }))  # fmt: skip
         GROWTH.setdefault((series, metric), []).append((size, _median(values)))
 
 
@@ -272,13 +282,13 @@ def growth_lines() -> None:
         worst = max((s for s in slopes if s is not None), default=0.0)
         verdict = "super-linear" if worst > 1.15 else "linear" if worst > 0.85 else "sub-linear"
         verdict = verdict if pairs else "one point"
-        print(json.dumps({
+        emit(json.dumps({
             "bench": BENCH, "case": f"{series}-{metric}-growth", "unit": "log-log slope",
             "ours": round(worst, 2), "peer": None, "peer_name": None, "ratio": None,
             "points": [[n, round(v, 4)] for n, v in points],
             "slopes": [s if s is None else round(s, 2) for s in slopes],
             f"per_{series[:-1]}": [f"{d:.3g}" for d in marginal], "verdict": verdict,
-        }), flush=True)  # fmt: skip
+        }))  # fmt: skip
 
 
 def partition_topics(args: argparse.Namespace, size: int, made: set[str]) -> list[str]:
@@ -351,12 +361,14 @@ def main(argv: list[str] | None = None) -> int:
         simulate(json.loads(args.simulate))
         return 0
     series = args.series or ["members", "partitions"]
-    with broker(args) as cluster:
+    points = len(args.members) * ("members" in series)
+    points += len(args.partitions) * ("partitions" in series)
+    with broker(args) as cluster, progress("scale", points * args.runs):
         args.bootstrap = cluster["bootstrap"]
         header = {k: v for k, v in cluster.items() if k not in ("bootstrap", "pid")}
-        print(json.dumps({"bench": BENCH, **header, "cores": os.cpu_count(), "load": _load(),
-                          "mode": args.mode, "reconcile_s": args.reconcile_s,
-                          "steady_s": args.steady_s, "runs": args.runs}), flush=True)  # fmt: skip
+        emit(json.dumps({"bench": BENCH, **header, "cores": os.cpu_count(), "load": _load(),
+                         "mode": args.mode, "reconcile_s": args.reconcile_s,
+                         "steady_s": args.steady_s, "runs": args.runs}))  # fmt: skip
         base = {"bootstrap": args.bootstrap, "reconcile_s": args.reconcile_s,
                 "steady_s": args.steady_s}  # fmt: skip
         if "members" in series:
@@ -365,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                                 exist_ok=True)  # fmt: skip
             for count in args.members:
                 spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1}
-                runs = [run_once(args, spec, count) for _ in range(args.runs)]
+                runs = runs_of(args, spec, count, f"{count} members")
                 point_lines("members", count, runs, {"mode": args.mode,
                             "partitions": args.member_topic_partitions})  # fmt: skip
         made: set[str] = set()
@@ -374,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             topics = partition_topics(args, size, made)
             setup_s = round(time.perf_counter() - began, 1)
             spec = {**base, "topics": topics, "mode": "node", "nodes": args.nodes}
-            runs = [run_once(args, spec, 0) for _ in range(args.runs)]
+            runs = runs_of(args, spec, 0, f"{size} partitions")
             point_lines("partitions", size, runs, {"topics": len(topics), "nodes": args.nodes,
                         "setup_s": setup_s, "broker_rss_mb": _rss_mb(cluster["pid"])})  # fmt: skip
         growth_lines()

@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from progress_bar import advance, emit, progress  # bench/progress_bar.py
+
 from client_balance.broker import ensure_kafka_jars, find_java
 from client_balance.errors import ConfigError
 from client_balance.strategies import Member, TopicPartition, get_strategy
@@ -747,9 +749,11 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(machine()), file=sys.stderr, flush=True)
     bench = Bench(args)
     try:
-        for scenario, peers in chosen:
-            for line in bench.run(scenario, peers):
-                print(json.dumps(line), flush=True)
+        with progress("strategies", sum(len(peers) for _, peers in chosen)):
+            for scenario, peers in chosen:
+                for line in bench.run(scenario, peers):
+                    emit(json.dumps(line))
+                    advance(line["case"])
     finally:
         bench.close()
     return 0

@@ -8,6 +8,7 @@
 - ``_metadata``: partition leaders and topic ids
 - ``_offsets``: a group's offsets without joining it
 - ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
+- ``_follow``: one-off reads of partitions as messages arrive (``client-balance tail``)
 
 The rest of the package drives the clients these factories return and names confluent-kafka's
 types through this namespace, so a grep for ``confluent_kafka`` finds only this folder (and
@@ -47,6 +48,7 @@ from client_balance._kafka._errors import (
     is_transient,
     timed_out,
 )
+from client_balance._kafka._follow import follow
 from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
 from client_balance._kafka._offsets import (
     commit_offsets,
@@ -90,6 +92,7 @@ __all__ = [
     "data_lost",
     "ensure_topic",
     "fetch_client",
+    "follow",
     "from_kafka_exception",
     "group_client",
     "group_members",

@@ -67,6 +67,9 @@ class PartitionView:
     holder: str | None
     committed: int | None
     high: int | None
+    position: int | None = None
+    """Its holder's confirmed offset as the holder last reported it (a report interval old at
+    most); None when nobody holds it or the report does not list it."""
 
     @property
     def lag(self) -> int | None:
@@ -157,7 +160,15 @@ class GroupView:
                     pinned=tuple(report.pinned),
                 )
             )
-        partitions = _partitions(settings, group, topics, holders, timeout_s)
+        positions = {}
+        for tp, holder in holders.items():
+            report = state.members[holder].report if holder in state.members else None
+            held = report.held.get(f"{tp.topic}:{tp.partition}") if report else None
+            if held is not None:
+                positions[tp] = held.confirmed
+        partitions = _partitions(
+            settings, group, topics, holders, positions=positions, timeout_s=timeout_s
+        )
         # A member's lag from the group's committed offsets, like the partitions' (its own
         # report can be a report interval old).
         lags: dict[str, int] = {}
@@ -206,6 +217,8 @@ def _partitions(
     group: str,
     topics: set[str],
     holders: Mapping[TopicPartition, str],
+    *,
+    positions: Mapping[TopicPartition, int],
     timeout_s: float,
 ) -> tuple[PartitionView, ...]:
     offsets = partition_offsets(
@@ -213,7 +226,7 @@ def _partitions(
         timeout_s=timeout_s, kafka=settings.admin_config(), skip_missing=True,
     )  # fmt: skip
     return tuple(
-        PartitionView(tp.topic, tp.partition, holders.get(tp), committed, high)
+        PartitionView(tp.topic, tp.partition, holders.get(tp), committed, high, positions.get(tp))
         for tp, (_, high, committed) in sorted(offsets.items())
     )
 

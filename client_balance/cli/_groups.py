@@ -21,13 +21,13 @@ from client_balance.cli._broker import running_broker_address
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["COMMANDS", "add_parsers"]
+__all__ = ["COMMANDS", "add_cluster_options", "add_parsers", "cluster_settings", "watch_seconds"]
 
 _MAX_WATCH_S: Final = 86_400.0
 """The longest --watch period: a day (time.sleep overflows somewhere past 292 years)."""
 
 
-def _watch_seconds(text: str) -> float:
+def watch_seconds(text: str) -> float:
     """--watch: seconds between refreshes, finite and > 0 (nan, inf and 0 would never refresh)."""
     seconds = _number(text)
     if not 0 < seconds <= _MAX_WATCH_S:
@@ -67,30 +67,31 @@ def _reset_target(text: str) -> str:
     return text
 
 
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap-servers`` and ``--status-topic``, which :func:`cluster_settings` reads."""
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="Kafka cluster (default: $CLIENT_BALANCE_BOOTSTRAP_SERVERS, else the broker "
+        "started with 'client-balance broker start')",
+    )
+    parser.add_argument("--status-topic", default=None, help="status topic, if not default")
+
+
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the operator commands to the ``client-balance`` parser."""
-
-    def common(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--bootstrap-servers",
-            default=None,
-            help="Kafka cluster (default: $CLIENT_BALANCE_BOOTSTRAP_SERVERS, else the broker "
-            "started with 'client-balance broker start')",
-        )
-        parser.add_argument("--status-topic", default=None, help="status topic, if not default")
-
     status = commands.add_parser("status", help="members, partitions and lag of a group")
     status.add_argument("--group", required=True)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     status.add_argument(
-        "--watch", type=_watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
+        "--watch", type=watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
         help="refresh every SECONDS (> 0, default 2) until Ctrl-C",
     )  # fmt: skip
-    common(status)
+    add_cluster_options(status)
 
     groups = commands.add_parser("groups", help="client-balanced groups in the status topic")
     groups.add_argument("--json", action="store_true")
-    common(groups)
+    add_cluster_options(groups)
 
     reset = commands.add_parser(
         "reset-offsets", help="commit a group's offsets (refused while it has live members)"
@@ -103,7 +104,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     reset.add_argument(
         "--topic", action="append", default=[], help="topic to reset (default: those reported)"
     )
-    common(reset)
+    add_cluster_options(reset)
 
     reap = commands.add_parser(
         "reap", help="tombstone the status records of a group's long-dead members"
@@ -113,10 +114,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--older-than-s", type=_age_seconds, default=None, metavar="SECONDS",
         help="dead this long past their lease (default: the setting reap_after_s, 3600)",
     )  # fmt: skip
-    common(reap)
+    add_cluster_options(reap)
 
 
-def _settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
+def cluster_settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
+    """Settings for ``group`` on the cluster that :func:`add_cluster_options`' options name."""
     servers = (
         args.bootstrap_servers
         or os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
@@ -134,7 +136,7 @@ def _settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
 
 
 def _status(args: argparse.Namespace) -> int:
-    settings = _settings(args, args.group)
+    settings = cluster_settings(args, args.group)
 
     def frame() -> _render.Renderable:
         view = admin.GroupView.load(settings, args.group)
@@ -147,7 +149,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _groups(args: argparse.Namespace) -> int:
-    settings = _settings(args, "__client_balance_cli")
+    settings = cluster_settings(args, "__client_balance_cli")
     groups = admin.list_groups(settings)
     if args.json:
         _render.out(json.dumps(groups, indent=2))
@@ -160,7 +162,7 @@ def _groups(args: argparse.Namespace) -> int:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    settings = _settings(args, args.group)
+    settings = cluster_settings(args, args.group)
     done = admin.reset_offsets(settings, args.group, args.to, topics=tuple(args.topic))
     for key, offset in done.items():
         _render.out(f"{key} -> {offset}")
@@ -169,7 +171,7 @@ def _reset(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    settings = _settings(args, args.group)
+    settings = cluster_settings(args, args.group)
     reaped = admin.reap_dead_members(settings, args.group, older_than_s=args.older_than_s)
     for consumer_id in reaped:
         _render.out(consumer_id)

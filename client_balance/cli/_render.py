@@ -47,6 +47,7 @@ __all__ = [
     "show",
     "simulation_comparison",
     "simulation_rounds",
+    "stack",
     "table",
     "watch",
 ]
@@ -171,6 +172,11 @@ def table(
     for row in rows:
         drawn.add_row(*row)
     return _Trimmed(drawn)
+
+
+def stack(*parts: Renderable) -> RenderableType:
+    """``parts`` one under the other, as one view (for :func:`watch`); a ``str`` is a line."""
+    return Group(*map(_plain, parts))
 
 
 def _text(*lines: str) -> list[RenderableType]:

@@ -22,10 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client_balance import admin
+from client_balance import _kafka, admin
 from client_balance.admin import _reset
 from client_balance.cli import main
 from client_balance.errors import ConfigError
+from client_balance.keys import TopicPartition
 from client_balance.strategies import simulation
 from client_balance.strategies.simulation import plan_simulation
 
@@ -60,20 +61,28 @@ _VALUED = {
     "groups": ["--bootstrap-servers", "--status-topic"],
     "reset-offsets": ["--group", "--to", "--topic", "--bootstrap-servers", "--status-topic"],
     "reap": ["--group", "--older-than-s", "--bootstrap-servers", "--status-topic"],
-}
-_FLAGS = {"simulate": ["--compare", "--json"], "status": ["--json"], "groups": ["--json"]}
+    "lag": ["--group", "--topic", "--watch", "--bootstrap-servers", "--status-topic"],
+    "tail": ["--topic", "--from", "--partition", "--count", "--deserializer",
+             "--key-deserializer", "--bootstrap-servers"],
+}  # fmt: skip
+_FLAGS = {"simulate": ["--compare", "--json"], "status": ["--json"], "groups": ["--json"],
+          "lag": ["--json"]}  # fmt: skip
 _VALID = {
     "simulate": ["--topics", "t:3,u:2", "--members", "C1,C2"],
     "status": ["--group", "g", "--bootstrap-servers", "127.0.0.1:1"],
     "groups": ["--bootstrap-servers", "127.0.0.1:1"],
     "reset-offsets": ["--group", "g", "--to", "0", "--bootstrap-servers", "127.0.0.1:1"],
     "reap": ["--group", "g", "--bootstrap-servers", "127.0.0.1:1"],
+    "lag": ["--group", "g", "--bootstrap-servers", "127.0.0.1:1"],
+    "tail": ["--topic", "t", "--bootstrap-servers", "127.0.0.1:1"],
 }
 
 _GOOD = {
     "--group": "g", "--bootstrap-servers": "127.0.0.1:1", "--status-topic": "status",
     "--watch": "0.5", "--to": "0", "--topic": "t", "--older-than-s": "10", "--topics": "t:3",
     "--members": "C1,C2", "--then-remove": "C1", "--then-add": "C3", "--strategy": "range",
+    "--from": "-2", "--partition": "0", "--count": "3", "--deserializer": "json",
+    "--key-deserializer": "bytes",
 }  # fmt: skip
 
 
@@ -123,6 +132,11 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         patch.setattr(_reset, "partition_offsets", lambda *_, **__: {})
         patch.setattr(_reset, "offsets_for_times", offsets_for_times)
         patch.setattr(_reset, "commit_offsets", lambda *_, **__: None)
+        # lag --topic and tail: one partition of five messages, none of which arrives.
+        one = {TopicPartition("t", 0): (0, 5, None)}
+        patch.setattr(admin, "partition_offsets", lambda *_, **__: one)
+        patch.setattr(_kafka, "read_ranges", lambda *_, **__: iter(()))
+        patch.setattr(_kafka, "follow", lambda *_, **__: iter(()))
         patch.setattr("time.sleep", interrupt)
         # Big valid groups are the unit tests' business; here they would only be slow.
         patch.setattr(simulation, "MAX_PARTITIONS_PER_TOPIC", 50)

@@ -135,6 +135,7 @@ async def test_a_cancelled_get_message_loses_no_message(
     new_topic: Callable[..., str],
     kafka_settings: Settings,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A get_message cancelled while it waits still runs; the batch it brings comes again."""
     caplog.set_level(logging.INFO, logger="client_balance")
@@ -150,7 +151,7 @@ async def test_a_cancelled_get_message_loses_no_message(
             waiting_in_engine.set()
             return engine_get_message(timeout_s)
 
-        consumer.consumer.get_message = get_message  # type: ignore[method-assign]  # a spy: the real call runs
+        monkeypatch.setattr(consumer.consumer, "get_message", get_message)  # a spy, calling on
         waiting = asyncio.create_task(consumer.get_message(timeout_s=30))
         assert await asyncio.to_thread(waiting_in_engine.wait, 30)
         waiting.cancel()

@@ -23,7 +23,7 @@ from typing import Self
 from client_balance.consumer._consumer import ClientBalanceConsumer, PartitionKeys
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._lanes import Lanes
-from client_balance.consumer._parse import check_wait
+from client_balance.consumer._parse import check_flag, check_wait, parse_context
 from client_balance.consumer._results import (
     ConfirmResult,
     ConsumeResult,
@@ -172,7 +172,9 @@ class AsyncClientBalanceConsumer:
 
         Cancelled before the engine took the confirm, the batch is rolled back instead.
         """
-        return await self._lanes.settle(confirm_context, consumed)
+        # Checked here, before the batch stops being this task's: a refused call settles nothing.
+        parse_context(confirm_context)
+        return await self._lanes.settle(confirm_context, check_flag("consumed", consumed))
 
     async def batches(self, timeout_s: float = 1.0) -> AsyncGenerator[AsyncBatch, None]:
         """Batches until shutdown, for ``async for batch in consumer.batches(): ...``.

@@ -252,3 +252,27 @@ def test_max_threads_must_be_a_positive_int(threads: object) -> None:
     """A bad max_threads is refused, naming the value and what is allowed."""
     with pytest.raises(ConfigError, match=r"max_threads=.* give an int >= 1"):
         AsyncClientBalanceConsumer(_SETTINGS, max_threads=threads)  # type: ignore[arg-type]  # the point
+
+
+@pytest.mark.asyncio
+async def test_a_refused_confirm_leaves_the_batch_held_by_its_task() -> None:
+    """A confirm with a bad flag raises ConfigError, settles nothing; a cancel still rolls back."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    refused = asyncio.Event()
+
+    async def hold() -> None:
+        result = await consumer.get_message(timeout_s=1.0)
+        with pytest.raises(ConfigError, match="consumed='yes' is not allowed"):
+            await consumer.confirm(result.confirm_context, consumed="yes")  # type: ignore[arg-type]  # the point
+        refused.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(hold())
+    await refused.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:1", False)]

@@ -9,6 +9,8 @@ from client_balance._version import __version__
 from client_balance.consumer import (
     Assigner,
     AssignmentContext,
+    AsyncBatch,
+    AsyncClientBalanceConsumer,
     Batch,
     ClientBalanceConsumer,
     ConfirmResult,
@@ -55,6 +57,8 @@ __all__ = [
     "RESUME_OFFSET",
     "Assigner",
     "AssignmentContext",
+    "AsyncBatch",
+    "AsyncClientBalanceConsumer",
     "Batch",
     "BrokerError",
     "BrokerFetchError",

@@ -7,9 +7,12 @@
   ``_launch``: what ``start()`` builds
 - ``_fetch``: the Fetcher, the one place that drives the confluent-kafka ``Consumer``, with
   ``_client`` (the client lock), ``_buffers`` (per-partition state) and ``_commits``
+- ``_async``: ``AsyncClientBalanceConsumer``, the same engine for asyncio, its calls run by
+  ``_lanes`` off the event loop (cancellation rolls back what a task held)
 - ``_meta``, ``_join``, ``_parse``, ``_setup``, ``_results``: the pieces they share
 """
 
+from client_balance.consumer._async import AsyncBatch, AsyncClientBalanceConsumer
 from client_balance.consumer._consumer import ClientBalanceConsumer
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._results import (
@@ -26,6 +29,8 @@ from client_balance.consumer._setup import Assigner
 __all__ = [
     "Assigner",
     "AssignmentContext",
+    "AsyncBatch",
+    "AsyncClientBalanceConsumer",
     "Batch",
     "ClientBalanceConsumer",
     "ConfirmResult",

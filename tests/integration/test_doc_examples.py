@@ -1,4 +1,4 @@
-"""The examples of docs/consumer.md run, as written, against the session's broker.
+"""The examples of docs/consumer.md and docs/async.md run, as written, against the session's broker.
 
 Each example is run in a fresh Python process after substitutions that keep it what a reader
 would type: the session broker for ``127.0.0.1:9092``, fresh topics for ``orders`` and
@@ -22,15 +22,18 @@ from tests.integration.workers import REPO, produce
 pytestmark = pytest.mark.integration
 
 SECTIONS = [
-    "## Pinned partitions",
-    "## Assignment callbacks",
-    "## Lifecycle hooks",
-    "## Exclusive ownership and group checks",
+    ("consumer.md", "## Pinned partitions"),
+    ("consumer.md", "## Assignment callbacks"),
+    ("consumer.md", "## Lifecycle hooks"),
+    ("consumer.md", "## Exclusive ownership and group checks"),
+    ("async.md", "## Consume a topic"),
+    ("async.md", "## Cancellation"),
+    ("async.md", "## Several nodes in one process"),
 ]
 
 
-def _example_of(section: str) -> str:
-    text = (REPO / "docs" / "consumer.md").read_text()
+def _example_of(doc: str, section: str) -> str:
+    text = (REPO / "docs" / doc).read_text()
     body = text[text.index(section) :]
     body = body[: body.find("\n## ", 1)]
     match = re.search(r"```python\n(.*?)```", body, re.DOTALL)
@@ -38,15 +41,15 @@ def _example_of(section: str) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("section", SECTIONS)
-def test_the_example_runs(kafka_bootstrap: str, tmp_path: Path, section: str) -> None:
+@pytest.mark.parametrize(("doc", "section"), SECTIONS)
+def test_the_example_runs(kafka_bootstrap: str, tmp_path: Path, doc: str, section: str) -> None:
     """The section's example exits 0 and prints what its comments say."""
     suffix = uuid.uuid4().hex[:8]
     orders, stock = f"orders-{suffix}", f"stock-{suffix}"
     cluster.create_topics(kafka_bootstrap, {orders: 4, stock: 2})
     produce(kafka_bootstrap, orders, 1400 * 4, partitions=4)
     produce(kafka_bootstrap, stock, 20, partitions=2)
-    code = _example_of(section)
+    code = _example_of(doc, section)
     code = code.replace("127.0.0.1:9092", kafka_bootstrap)
     code = re.sub(r'"orders', f'"{orders}', code)
     code = re.sub(r'"stock', f'"{stock}', code)
@@ -75,5 +78,11 @@ def test_the_example_runs(kafka_bootstrap: str, tmp_path: Path, section: str) ->
     elif section == "## Lifecycle hooks":
         assert (tmp_path / "state").is_dir()
         assert list((tmp_path / "state").iterdir())
-    else:
+    elif section == "## Exclusive ownership and group checks":
         assert printed.split()[0] == "425"
+    elif section == "## Cancellation":
+        key, current = printed.split()
+        assert key.split(":", 1)[1].startswith(orders)
+        assert int(current) > 0
+    else:  # the async consumers stop after 1000 messages, at a batch's end
+        assert int(printed) >= 1000

@@ -20,6 +20,8 @@ def test_public_names_are_pinned() -> None:
         "RESUME_OFFSET",
         "Assigner",
         "AssignmentContext",
+        "AsyncBatch",
+        "AsyncClientBalanceConsumer",
         "Batch",
         "BrokerError",
         "BrokerFetchError",

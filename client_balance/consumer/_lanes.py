@@ -1,0 +1,166 @@
+"""The threads that run a consumer's blocking calls for asyncio, and the batches tasks hold.
+
+The engine (``ClientBalanceConsumer``) is thread-safe in every call, so asyncio only has to run
+its calls off the event loop. Two lanes do that, per consumer:
+
+- ``calls``, a pool of up to ``max_threads`` threads for the calls that wait (``get_message``,
+  ``start``, ``connect`` ...). Threads are made on demand and an idle one is reused, so a task
+  that loops ``get_message`` / ``confirm`` keeps fetching from one thread, the engine's fast
+  path (the caller fetches for itself);
+- ``settles``, one thread for every confirm and rollback, in the order they were asked, and
+  never queued behind a ``get_message`` waiting for data: a confirm that waited would keep
+  its partition locked.
+
+A call cannot be stopped once its thread runs it, so cancellation is made safe around it:
+a ``get_message`` whose caller was cancelled rolls back the batch it brings, and a batch held
+by a task that ends by cancellation or an exception is rolled back (nothing is committed for
+it; its messages come again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+from client_balance._logging import get_logger
+from client_balance.consumer._results import ConfirmResult, ConsumeResult
+from client_balance.errors import ClientBalanceError, NotStartedError
+
+__all__ = ["Engine", "Lanes"]
+
+_log = get_logger("consumer")
+
+T = TypeVar("T")
+
+
+class Engine(Protocol):
+    """What the lanes call on: ``ClientBalanceConsumer`` (a fake in unit tests)."""
+
+    def get_message(self, timeout_s: float = ...) -> ConsumeResult:
+        """One partition's batch."""
+
+    def confirm(self, confirm_context: str, consumed: bool = ...) -> ConfirmResult:
+        """Settle a batch."""
+
+
+class Lanes:
+    """Runs an engine's calls on its two thread lanes; tracks which task holds which batch.
+
+    Everything but the engine calls and ``_roll_back_result`` runs on the event loop's thread.
+    """
+
+    def __init__(self, engine: Engine, max_threads: int) -> None:
+        self._engine = engine
+        self._calls = ThreadPoolExecutor(max_threads, thread_name_prefix="client-balance-async")
+        self._settles = ThreadPoolExecutor(1, thread_name_prefix="client-balance-async-settle")
+        self._holders: dict[str, tuple[asyncio.Task[Any], Callable[[asyncio.Task[Any]], None]]] = {}
+        """Confirm context -> the task that took the batch, and its done callback."""
+        self._closed = False
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` on the calls lane (with the caller's context variables).
+
+        Cancelled before its thread took it, the call never runs; after, it runs to its end.
+        """
+        return await asyncio.wrap_future(self._submit(self._calls, function, *args))
+
+    async def take(self, timeout_s: float) -> ConsumeResult:
+        """``get_message(timeout_s)``, held by the calling task until it is settled."""
+        future = self._submit(self._calls, self._engine.get_message, timeout_s)
+        try:
+            result = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if not future.cancel():  # it runs or ran: whatever it brings goes back
+                future.add_done_callback(self._roll_back_result)
+            raise
+        self._hold(result.confirm_context)
+        return result
+
+    async def settle(self, confirm_context: str, consumed: bool) -> ConfirmResult:
+        """``confirm(confirm_context, consumed)`` on the settles lane."""
+        self._forget(confirm_context)
+        future = self._submit(self._settles, self._engine.confirm, confirm_context, consumed)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if future.cancel():  # it never ran: the batch is still out, and goes back
+                self._submit_roll_back(confirm_context)
+            raise
+
+    def abandon(self, confirm_context: str) -> None:
+        """Roll the batch back if it is held still (not settled, not handed off)."""
+        if confirm_context in self._holders:
+            self._forget(confirm_context)
+            self._submit_roll_back(confirm_context)
+
+    async def drained(self) -> None:
+        """Wait until every confirm and rollback asked for so far has reached the engine."""
+        await asyncio.wrap_future(self._settles.submit(lambda: None))
+
+    def close(self) -> None:
+        """Wait for both lanes to finish what they run, then stop their threads (blocking)."""
+        self._closed = True
+        self._calls.shutdown(wait=True)  # their abandoned batches still reach the settles
+        self._settles.shutdown(wait=True)
+
+    def _submit(
+        self, lane: ThreadPoolExecutor, function: Callable[..., T], *args: Any
+    ) -> Future[T]:
+        if self._closed:
+            raise NotStartedError("the consumer has been shut down; create a new one")
+        # The caller's context variables (structlog's among them) go along, as to_thread does.
+        return lane.submit(contextvars.copy_context().run, function, *args)
+
+    def _hold(self, confirm_context: str) -> None:
+        task = asyncio.current_task()
+        if task is None:  # not awaited from a task: nothing ends that could abandon it
+            return
+        ended = partial(self._task_ended, confirm_context)
+        task.add_done_callback(ended)
+        self._holders[confirm_context] = (task, ended)
+
+    def _forget(self, confirm_context: str) -> None:
+        holder = self._holders.pop(confirm_context, None)
+        if holder is not None:
+            task, ended = holder
+            task.remove_done_callback(ended)
+
+    def _task_ended(self, confirm_context: str, task: asyncio.Task[Any]) -> None:
+        self._holders.pop(confirm_context, None)
+        # A task that returned handed its batch on (to a queue, another task); one that was
+        # cancelled or failed dropped it. Asking for the exception marks it retrieved, so it is
+        # logged here instead of by asyncio's "never retrieved".
+        if task.cancelled():
+            _log.info("task cancelled holding a batch", task=task.get_name())
+        elif (error := task.exception()) is not None:
+            _log.warning("task failed holding a batch", task=task.get_name(),
+                         error=type(error).__name__)  # fmt: skip
+        else:
+            return
+        self._submit_roll_back(confirm_context)
+
+    def _roll_back_result(self, future: Future[ConsumeResult]) -> None:
+        # From the calls thread that ran get_message, or the loop if it had finished already.
+        if not future.cancelled() and future.exception() is None:
+            self._submit_roll_back(future.result().confirm_context)
+
+    def _submit_roll_back(self, confirm_context: str) -> None:
+        try:
+            self._settles.submit(self._roll_back, confirm_context)
+        except RuntimeError:  # the lanes closed: the engine stopped and rolled back what was out
+            _log.debug("rollback after close", context=confirm_context)
+
+    def _roll_back(self, confirm_context: str) -> None:
+        try:
+            self._engine.confirm(confirm_context, consumed=False)
+        except ClientBalanceError as error:
+            # Settled or released meanwhile, the consumer stopped, or past max_redeliveries
+            # (rolled back all the same): there is nobody left to raise it to.
+            _log.warning("rollback of an abandoned batch failed", context=confirm_context,
+                         error=str(error))  # fmt: skip
+        else:
+            _log.info("abandoned batch rolled back", context=confirm_context)

@@ -20,10 +20,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import SettingsConfigDict, SettingsError
 
 from client_balance._secrets import CALLBACK_KEYS, masked, reveal
 from client_balance._settings_checks import describe, kafka_values
+from client_balance._settings_decoding import DecodingSettings
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
 from client_balance.strategies import get_strategy
@@ -74,8 +75,8 @@ _MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts st
 _ENV_FIELD = re.compile(r'field "([a-z_]+)"')
 
 
-class ClientBalanceSettings(BaseSettings):
-    """Settings of a client-balanced consumer group member.
+class ClientBalanceSettings(DecodingSettings):
+    """Settings of a client-balanced consumer group member (decoding: ``DecodingSettings``).
 
     >>> s = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9092", group_id="billing")
     >>> s.start_position, s.strategy, s.reconcile_interval_s

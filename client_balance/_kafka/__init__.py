@@ -8,6 +8,7 @@
 - ``_metadata``: partition leaders and topic ids
 - ``_offsets``: a group's offsets without joining it
 - ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
+- ``_schema_registry``: confluent-kafka's deserializers (the Schema Registry's Avro) as decoders
 
 The rest of the package drives the clients these factories return and names confluent-kafka's
 types through this namespace, so a grep for ``confluent_kafka`` finds only this folder (and
@@ -45,6 +46,7 @@ from client_balance._kafka._errors import (
     data_lost,
     from_kafka_exception,
     is_transient,
+    registry_unavailable,
     timed_out,
 )
 from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
@@ -63,6 +65,12 @@ from client_balance._kafka._retry import (
     retry_immediately,
     wait_until,
 )
+from client_balance._kafka._schema_registry import (
+    MessageDecoder,
+    is_confluent_deserializer,
+    registry_avro,
+    wrap_deserializer,
+)
 
 __all__ = [
     "BROKER_POLL_S",
@@ -77,6 +85,7 @@ __all__ = [
     "KafkaError",
     "KafkaException",
     "Message",
+    "MessageDecoder",
     "PartitionLayout",
     "TopicIds",
     "TopicState",
@@ -93,6 +102,7 @@ __all__ = [
     "from_kafka_exception",
     "group_client",
     "group_members",
+    "is_confluent_deserializer",
     "is_transient",
     "kafka_tp",
     "offsets_for_times",
@@ -103,6 +113,8 @@ __all__ = [
     "read_ranges",
     "read_starts",
     "reader_client",
+    "registry_avro",
+    "registry_unavailable",
     "retry_immediately",
     "timed_out",
     "topic_layouts",
@@ -110,4 +122,5 @@ __all__ = [
     "wait_for_brokers",
     "wait_for_group_coordinator",
     "wait_until",
+    "wrap_deserializer",
 ]

@@ -7,10 +7,12 @@
   ``_launch``: what ``start()`` builds
 - ``_fetch``: the Fetcher, the one place that drives the confluent-kafka ``Consumer``, with
   ``_client`` (the client lock), ``_buffers`` (per-partition state) and ``_commits``
+- ``_decode``: the key and value deserializers, applied to a batch as it is handed out
 - ``_meta``, ``_join``, ``_parse``, ``_setup``, ``_results``: the pieces they share
 """
 
 from client_balance.consumer._consumer import ClientBalanceConsumer
+from client_balance.consumer._decode import DecodedMessage
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._results import (
     AssignmentContext,
@@ -30,6 +32,7 @@ __all__ = [
     "ClientBalanceConsumer",
     "ConfirmResult",
     "ConsumeResult",
+    "DecodedMessage",
     "MemberView",
     "OffsetInfo",
     "PartitionHook",

@@ -97,7 +97,10 @@ class DecodedMessage:
         return len(self._message)
 
     def __getattr__(self, name: str) -> Any:
-        # Only for what is not defined above (error(), latency(), leader_epoch() ...).
+        # Only for what is not defined above (error(), latency(), leader_epoch() ...). Private
+        # names are not passed on: copy and pickle ask for them before _message is set.
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._message, name)
 
     def __repr__(self) -> str:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import subprocess
+import sys
+import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import fastavro
@@ -19,8 +24,9 @@ from client_balance import (
     NoMessageError,
     RedeliveryLimitError,
 )
+from client_balance import admin as cluster
 from tests.integration.test_consumer import committed_offset
-from tests.integration.workers import wait_until
+from tests.integration.workers import REPO, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +208,22 @@ def test_a_poison_value_under_dead_letter_is_produced_raw_and_never_raised(
         topic.encode(),
         b"1",
     )
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_the_doc_examples_run(kafka_bootstrap: str, tmp_path: Path, number: int) -> None:
+    """docs/deserializers.md's first two examples (JSON, Avro) run and print what they say."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs/deserializers.md").read_text(), re.S)
+    code = blocks[number]
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    cluster.create_topics(kafka_bootstrap, {topic: 1})
+    code = code.replace("127.0.0.1:9092", kafka_bootstrap).replace('"orders"', f'"{topic}"')
+    code = re.sub(r'group_id="([^"]+)"', rf'group_id="\1-{topic}"', code)
+    (tmp_path / "example.py").write_text(code)
+    done = subprocess.run(
+        [sys.executable, "example.py"],
+        check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = re.findall(r"# (.*)$", code.strip().splitlines()[-2])[0]
+    assert done.stdout.strip() == expected

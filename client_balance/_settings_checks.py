@@ -14,7 +14,8 @@ from client_balance._secrets import CALLBACK_KEYS, is_secret_key
 
 __all__ = ["describe", "kafka_values"]
 
-_SECRET_FIELDS = frozenset({"status_secret"})
+# The registry's URL may be refused for holding credentials: never echo it.
+_SECRET_FIELDS = frozenset({"status_secret", "schema_registry_basic_auth", "schema_registry_url"})
 
 
 def kafka_values(value: dict[Any, Any]) -> dict[str, object]:

@@ -16,6 +16,7 @@ survives pickling (Spark ships exceptions between processes)::
     │                                       408  every partition has a batch out unconfirmed
     ├── GroupInUseError                          the group id also has subscribe() members
     ├── RedeliveryLimitError                     a batch rolled back more than max_redeliveries
+    ├── DeserializationError                     a key or value the deserializer cannot decode
     ├── PartitionNotFoundError              404  a key outside the partition meta set
     ├── PartitionOccupiedError              410  another live member holds the partition
     │   └── PinConflictError                410  another live member has pinned it
@@ -53,6 +54,7 @@ __all__ = [
     "ClientBalanceError",
     "ConfigError",
     "DataLossError",
+    "DeserializationError",
     "DuplicateNodeIdError",
     "GroupConflictError",
     "GroupInUseError",
@@ -183,6 +185,33 @@ class RedeliveryLimitError(ClientBalanceError):
         self.key = key
         self.offset = offset
         self.rollbacks = rollbacks
+
+
+class DeserializationError(ClientBalanceError):
+    """A key or value did not decode (``field``); its batch counts as rolled back.
+
+    ``topic``, ``partition``, ``offset`` name the message; never its bytes (the decoder's error
+    is the ``__cause__``). ``retriable``: the Schema Registry did not answer; not counted.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        field: str,
+        deserializer: str,
+        retriable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.field = field
+        self.deserializer = deserializer
+        self.retriable = retriable
 
 
 class NotStartedError(ClientBalanceError):

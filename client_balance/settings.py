@@ -21,10 +21,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import SettingsConfigDict, SettingsError
 
 from client_balance._secrets import CALLBACK_KEYS, masked, reveal
 from client_balance._settings_checks import describe, kafka_values
+from client_balance._settings_decoding import DecodingSettings
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
 from client_balance.strategies import get_strategy
@@ -89,8 +90,8 @@ def _check_buffered_bytes(value: int) -> int:
 _BufferedBytes = Annotated[int, AfterValidator(_check_buffered_bytes)]
 
 
-class ClientBalanceSettings(BaseSettings):
-    """Settings of a client-balanced consumer group member.
+class ClientBalanceSettings(DecodingSettings):
+    """Settings of a client-balanced consumer group member (decoding: ``DecodingSettings``).
 
     >>> s = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9092", group_id="billing")
     >>> s.start_position, s.strategy, s.reconcile_interval_s

@@ -9,6 +9,7 @@
 - ``_offsets``: a group's offsets without joining it
 - ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
 - ``_follow``: one-off reads of partitions as messages arrive (``client-balance tail``)
+- ``_schema_registry``: confluent-kafka's deserializers (the Schema Registry's Avro) as decoders
 
 The rest of the package drives the clients these factories return and names confluent-kafka's
 types through this namespace, so a grep for ``confluent_kafka`` finds only this folder (and
@@ -46,6 +47,7 @@ from client_balance._kafka._errors import (
     data_lost,
     from_kafka_exception,
     is_transient,
+    registry_unavailable,
     timed_out,
 )
 from client_balance._kafka._follow import follow
@@ -65,6 +67,12 @@ from client_balance._kafka._retry import (
     retry_immediately,
     wait_until,
 )
+from client_balance._kafka._schema_registry import (
+    MessageDecoder,
+    is_confluent_deserializer,
+    registry_avro,
+    wrap_deserializer,
+)
 
 __all__ = [
     "BROKER_POLL_S",
@@ -79,6 +87,7 @@ __all__ = [
     "KafkaError",
     "KafkaException",
     "Message",
+    "MessageDecoder",
     "PartitionLayout",
     "TopicIds",
     "TopicState",
@@ -96,6 +105,7 @@ __all__ = [
     "from_kafka_exception",
     "group_client",
     "group_members",
+    "is_confluent_deserializer",
     "is_transient",
     "kafka_tp",
     "offsets_for_times",
@@ -106,6 +116,8 @@ __all__ = [
     "read_ranges",
     "read_starts",
     "reader_client",
+    "registry_avro",
+    "registry_unavailable",
     "retry_immediately",
     "timed_out",
     "topic_layouts",
@@ -113,4 +125,5 @@ __all__ = [
     "wait_for_brokers",
     "wait_for_group_coordinator",
     "wait_until",
+    "wrap_deserializer",
 ]

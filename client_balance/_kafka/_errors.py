@@ -32,6 +32,7 @@ __all__ = [
     "is_access_denied",
     "is_out_of_range",
     "is_transient",
+    "registry_unavailable",
     "timed_out",
 ]
 
@@ -167,3 +168,19 @@ def data_lost(partition: TopicPartition, lost_from: int, lost_to: int, doing: st
         lost_from=lost_from,
         lost_to=lost_to,
     )
+
+
+_HTTP_MODULES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "ssl", "socket"})
+
+
+def registry_unavailable(error: BaseException) -> bool:
+    """Whether a Schema Registry deserializer failed for want of the registry, not the data.
+
+    An unknown schema id (404) is the record's fault; any other answer of the registry (a
+    refused login, a 5xx) or no answer at all means the same bytes may decode later, so the
+    batch must not be skipped or dead-lettered for it. Duck-typed: the registry's client is an
+    optional extra.
+    """
+    if type(error).__name__ == "SchemaRegistryError":
+        return getattr(error, "http_status_code", None) != 404  # noqa: PLR2004 - HTTP not found
+    return isinstance(error, OSError) or type(error).__module__.split(".")[0] in _HTTP_MODULES

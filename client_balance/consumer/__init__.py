@@ -9,11 +9,13 @@
   ``_client`` (the client lock), ``_buffers`` (per-partition state) and ``_commits``
 - ``_async``: ``AsyncClientBalanceConsumer``, the same engine for asyncio, its calls run by
   ``_lanes`` off the event loop (cancellation rolls back what a task held)
+- ``_decode``: the key and value deserializers, applied to a batch as it is handed out
 - ``_meta``, ``_join``, ``_parse``, ``_setup``, ``_results``: the pieces they share
 """
 
 from client_balance.consumer._async import AsyncBatch, AsyncClientBalanceConsumer
 from client_balance.consumer._consumer import ClientBalanceConsumer
+from client_balance.consumer._decode import DecodedMessage
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._results import (
     AssignmentContext,
@@ -35,6 +37,7 @@ __all__ = [
     "ClientBalanceConsumer",
     "ConfirmResult",
     "ConsumeResult",
+    "DecodedMessage",
     "MemberView",
     "OffsetInfo",
     "PartitionHook",

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Self
 
 from client_balance.consumer._consumer import ClientBalanceConsumer, PartitionKeys
+from client_balance.consumer._decode import DecodedMessage
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._lanes import Lanes
 from client_balance.consumer._parse import check_flag, check_wait, parse_context
@@ -246,8 +247,8 @@ class AsyncBatch:
         self.result = result
 
     @property
-    def messages(self) -> list[Message]:
-        """The batch's messages (confluent-kafka ``Message`` objects)."""
+    def messages(self) -> list[Message] | list[DecodedMessage]:
+        """The batch's messages (confluent-kafka ``Message`` objects, or ``DecodedMessage``)."""
         return self.result.messages
 
     @property

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
+from client_balance._deserializers import Deserializer
 from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
@@ -162,16 +163,18 @@ class ClientBalanceConsumer:
         *,
         mode: GroupMode | str | None = None,
         pinned: Mapping[str, int] | Iterable[str] | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
     ) -> None:
         """Subscribe to ``topics`` as node ``node_id`` of ``source_count`` and start consuming.
 
-        ``topics`` is a list of names, or a mapping of name -> set of filter values (messages
-        whose ``filter_header`` header is not in the set are skipped; ``None`` = no filter).
-        ``source_count > 0`` is node mode; ``<= 0`` leaves the assignment to the application
-        (the ``assigner`` callback, or ``connect``); ``mode="elastic"`` asks for an elastic
-        group. ``mode`` (or ``settings.mode``) names the mode outright. ``pinned`` (keys, or
-        keys -> bootstrap offsets) adds to ``settings.pinned``: partitions this member always
-        holds and no other member takes (:class:`PinConflictError` if a live one pinned one).
+        ``topics``: names, or name -> set of filter values (messages whose ``filter_header`` header
+        is not in the set are skipped; ``None`` = no filter). ``source_count > 0`` is node mode;
+        ``<= 0`` leaves the assignment to the application (the ``assigner`` callback, or
+        ``connect``); ``mode="elastic"`` asks for an elastic group. ``mode`` (or ``settings.mode``)
+        names the mode outright. ``pinned`` (keys, or keys -> bootstrap offsets) adds to
+        ``settings.pinned``: partitions this member always holds and no other member takes
+        (:class:`PinConflictError` if a live one pinned one). Deserializers: docs/deserializers.md.
         """
         parsed = parse_topics(topics)
         resolved = resolve_mode(source_count, node_id, mode, self._settings.mode)
@@ -185,7 +188,7 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            self._run = launch(setup, self._hooks, pins)
+            self._run = launch(setup, self._hooks, pins, (key_deserializer, value_deserializer))
             self._setup = setup
             self._state = _RUNNING
         self._run.reconciler.start()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from client_balance._deserializers import Deserializer
 from client_balance._kafka import admin_client
 from client_balance._logging import get_logger
+from client_balance.consumer._buffers import Batch
+from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._join import join_group
@@ -18,7 +22,12 @@ from client_balance.consumer._redelivery import Redeliveries
 from client_balance.consumer._results import ConsumeResult
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._targets import TargetPlanner
-from client_balance.errors import ClientBalanceError, NoMessageError
+from client_balance.errors import (
+    ClientBalanceError,
+    DeserializationError,
+    NoMessageError,
+    RedeliveryLimitError,
+)
 from client_balance.keys import TopicPartition
 
 __all__ = ["Running", "launch"]
@@ -42,12 +51,16 @@ class Running:
     keeper: PartitionKeeper
     reconciler: Reconciler
     redeliveries: Redeliveries
+    decoder: Decoder | None = None
+    """None when both deserializers are ``"bytes"``: batches go out as fetched."""
 
     def next_batch(self, timeout_s: float) -> ConsumeResult:
         """The next batch for ``get_message``, past batches set aside for redelivering too often.
 
         :class:`NoMessageError` after ``timeout_s``: 406, 407 or 408 (``why_nothing``).
+        :class:`DeserializationError` for a batch that does not decode (rolled back, counted).
         """
+        messages: list[Any]
         while True:
             batch = self.fetcher.take_batch(timeout_s)
             if isinstance(batch, int):
@@ -55,29 +68,64 @@ class Running:
                 reason = _NO_BATCH_REASONS[batch]
                 raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
             key = self.meta.key(batch.partition)
-            if not self.redeliveries.must_skip(batch.partition, batch.start):
+            if self.redeliveries.must_skip(batch.partition, batch.start):
+                self._set_aside(batch, key)
+                continue
+            if self.decoder is None:  # nothing configured: the messages as fetched
+                messages = batch.messages
                 break
-            try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
-                self.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
-            except BaseException:
-                self.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
-                raise
-            self.fetcher.settle(batch.partition, batch.token, consumed=True)
-            self.redeliveries.confirmed(batch.partition)
+            try:
+                messages = self.decoder.decode(batch.messages)
+                break
+            except DeserializationError as error:
+                self._failed_to_decode(batch, key, error)  # raises, unless the policy skips it
         return ConsumeResult(
             key=key,
             topic=batch.partition.topic,
             partition=batch.partition.partition,
-            messages=batch.messages,
+            messages=messages,
             confirm_context=f"{key}:{batch.token}",
             start_offset=batch.start,
             end_offset=batch.end,
             high=batch.high,
         )
 
+    def _set_aside(self, batch: Batch, key: str) -> None:
+        try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
+            self.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
+        except BaseException:
+            self.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
+            raise
+        self.fetcher.settle(batch.partition, batch.token, consumed=True)
+        self.redeliveries.confirmed(batch.partition)
+
+    def _failed_to_decode(self, batch: Batch, key: str, error: DeserializationError) -> None:
+        """A batch that does not decode is a rollback: counted, and past the limit the policy.
+
+        The count going over ``max_redeliveries`` skips (or dead-letters) the raw batch now,
+        as its next delivery would; else the batch is rolled back and ``error`` raised
+        (:class:`RedeliveryLimitError` over the limit under ``"raise"``). A Schema Registry
+        that did not answer is not the data's fault: rolled back, not counted.
+        """
+        if not error.retriable:
+            try:
+                self.redeliveries.rolled_back(batch.partition, batch.start, key)
+            except RedeliveryLimitError as limit:
+                self.fetcher.settle(batch.partition, batch.token, consumed=False)
+                raise limit from error
+            if self.redeliveries.must_skip(batch.partition, batch.start):
+                _log.warning("batch does not decode", partition=key, error=str(error))
+                self._set_aside(batch, key)
+                return
+        self.fetcher.settle(batch.partition, batch.token, consumed=False)
+        raise error
+
 
 def launch(
-    setup: MemberSetup, hooks: PartitionHooks, pins: Mapping[TopicPartition, int]
+    setup: MemberSetup,
+    hooks: PartitionHooks,
+    pins: Mapping[TopicPartition, int],
+    deserializers: tuple[Deserializer | None, Deserializer | None] = (None, None),
 ) -> Running:
     """Build the member and join its group; the reconcile thread is not started yet.
 
@@ -86,6 +134,7 @@ def launch(
     left running then.
     """
     settings = setup.settings
+    decoder = Decoder.of(settings, *deserializers)  # a bad one fails before anything is made
     fetcher = Fetcher(settings)  # its client finds the group coordinator from now on
     try:
         # One admin client for every question of the member (group, status topic, metadata):
@@ -132,7 +181,7 @@ def launch(
     # No report now: the join report carries the pins already, and one written beside the first
     # round's claims would delay them; the round reports once it registered.
     fetcher.lease_ok = status.lease_ok
-    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings))
+    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings), decoder)
 
 
 def _prefetch(meta: MetaCache) -> None:

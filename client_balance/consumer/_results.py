@@ -11,8 +11,9 @@ from client_balance.keys import TopicPartition
 if TYPE_CHECKING:
     from client_balance._kafka import Message
     from client_balance.consumer._consumer import ClientBalanceConsumer
+    from client_balance.consumer._decode import DecodedMessage
 else:
-    Message = Any
+    Message = DecodedMessage = Any
 
 __all__ = [
     "AssignmentContext",
@@ -73,14 +74,15 @@ class OffsetInfo:
 class ConsumeResult:
     """One partition's batch. The partition stays locked until ``confirm`` of this context.
 
-    ``messages`` are confluent-kafka ``Message`` objects (no copy is made); a batch whose
-    messages were all filtered out is empty and must still be confirmed.
+    ``messages`` are confluent-kafka ``Message`` objects (no copy is made), or
+    ``DecodedMessage`` objects when a key or value deserializer is set (docs/deserializers.md);
+    a batch whose messages were all filtered out is empty and must still be confirmed.
     """
 
     key: str
     topic: str
     partition: int
-    messages: list[Message]
+    messages: list[Message] | list[DecodedMessage]
     confirm_context: str
     start_offset: int
     """The offset the batch starts at (the partition's confirmed position)."""
@@ -163,8 +165,8 @@ class Batch:
         self.result = result
 
     @property
-    def messages(self) -> list[Message]:
-        """The batch's messages (confluent-kafka ``Message`` objects)."""
+    def messages(self) -> list[Message] | list[DecodedMessage]:
+        """The batch's messages (confluent-kafka ``Message`` objects, or ``DecodedMessage``)."""
         return self.result.messages
 
     @property

@@ -23,6 +23,9 @@ EXAMPLES: list[errors.ClientBalanceError] = [
     errors.CallbackError("assigner raised", callback="assigner", round_number=4),
     errors.RedeliveryLimitError("stuck", key="1:t:0", offset=7, rollbacks=4),
     errors.DataLossError("gone", partition="orders:3", lost_from=10, lost_to=25),
+    errors.DeserializationError(
+        "bad json", topic="t", partition=0, offset=3, field="value", deserializer="json"
+    ),
     errors.GroupConflictError("contradicts"),
     errors.InconsistentTopicsError("topics", ours=["a"], group=["a", "b"]),
     errors.InconsistentFiltersError("filters", ours={"a": ["x"]}, group={}),

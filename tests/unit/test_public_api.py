@@ -35,6 +35,8 @@ def test_public_names_are_pinned() -> None:
         "ConfirmResult",
         "ConsumeResult",
         "DataLossError",
+        "DecodedMessage",
+        "DeserializationError",
         "DuplicateNodeIdError",
         "GroupConflictError",
         "GroupInUseError",

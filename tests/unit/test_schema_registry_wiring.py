@@ -1,0 +1,61 @@
+"""The Schema Registry branch of "avro": confluent-kafka's deserializer, wired (no server here).
+
+Needs the extra client-balance[schema-registry] (in the test extra). confluent-kafka's in-memory
+registry (``mock://``) stands in for a server; docs/deserializers.md says what that leaves
+untested.
+"""
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from client_balance import DeserializationError
+from tests.unit.test_deserializers import SCHEMA, avro_bytes, decode_one, message
+
+
+def registry_framed(client: SchemaRegistryClient, record: dict[str, Any]) -> bytes:
+    """``record`` as confluent-kafka's AvroSerializer frames it, registering SCHEMA."""
+    serializer = AvroSerializer(client, json.dumps(SCHEMA))
+    framed = serializer(record, SerializationContext("orders", MessageField.VALUE))
+    assert isinstance(framed, bytes)
+    return framed
+
+
+def test_registry_avro_reads_framed_records_through_confluent_kafka(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With schema_registry_url, 'avro' is confluent-kafka's AvroDeserializer over the registry.
+
+    confluent-kafka's in-memory registry (mock://) stands in for a server: the record is
+    framed by its AvroSerializer and read back through the decoder's own registry client.
+    """
+    registry = SchemaRegistryClient.new_client({"url": "mock://wiring"})
+    framed = registry_framed(registry, {"id": 3, "item": "jam"})
+    assert framed[0] == 0  # the magic byte, then the 4-byte schema id
+    monkeypatch.setattr(SchemaRegistryClient, "new_client", staticmethod(lambda conf: registry))
+    values = {"value_deserializer": "avro", "schema_registry_url": "mock://wiring"}
+    assert decode_one(message(framed), **values).value() == {"id": 3, "item": "jam"}
+    reader = {**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "n", "type": "int", "default": 1}]}
+    with_reader = decode_one(message(framed), **values, value_avro_schema=reader)
+    assert with_reader.value() == {"id": 3, "item": "jam", "n": 1}
+    with pytest.raises(DeserializationError) as caught:  # not framed: the data's fault
+        decode_one(message(avro_bytes({"id": 3, "item": "jam"})), **values)
+    assert caught.value.retriable is False
+
+
+def test_registry_errors_tell_the_data_from_the_registry() -> None:
+    """An unknown schema id counts against the data; a registry that cannot be reached does not."""
+    framed = registry_framed(SchemaRegistryClient.new_client({"url": "mock://a"}), {"id": 1,
+                             "item": "x"})  # fmt: skip
+    unknown = {"value_deserializer": "avro", "schema_registry_url": "mock://empty"}
+    with pytest.raises(DeserializationError) as caught:
+        decode_one(message(framed), **unknown)
+    assert caught.value.retriable is False
+    away = {"value_deserializer": "avro", "schema_registry_url": "http://127.0.0.1:1"}
+    with pytest.raises(DeserializationError, match="did not answer") as caught:
+        decode_one(message(framed), **away)
+    assert caught.value.retriable is True

@@ -211,6 +211,24 @@ class ClientBalanceSettings(BaseSettings):
         "forge claims nor delete holdings. None: records are not signed.",
     )
 
+    statistics_interval_ms: int = Field(
+        default=0,
+        ge=0,
+        le=int(_DAY_S * 1000),
+        description="librdkafka statistics of the fetching client every this many ms, exported "
+        "as metrics (fetch lag, fetch rates, broker round trips); 0 = off. Needs metrics on.",
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_535,
+        description="Serve the consumer's metrics over HTTP on this port (Prometheus text "
+        "format); None = no endpoint. docs/metrics.md.",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1", min_length=1, description="The address metrics_port listens on."
+    )
+
     def __init__(self, **values: Any) -> None:
         try:
             super().__init__(**values)

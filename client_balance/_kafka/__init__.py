@@ -37,6 +37,7 @@ from client_balance._kafka._clients import (
     kafka_tp,
     producer_client,
     reader_client,
+    statistics_to,
 )
 from client_balance._kafka._errors import (
     GROUP_IN_USE_CODES,
@@ -104,6 +105,7 @@ __all__ = [
     "read_starts",
     "reader_client",
     "retry_immediately",
+    "statistics_to",
     "timed_out",
     "topic_layouts",
     "topics_metadata",

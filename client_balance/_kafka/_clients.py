@@ -8,7 +8,9 @@ by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -26,6 +28,7 @@ __all__ = [
     "kafka_tp",
     "producer_client",
     "reader_client",
+    "statistics_to",
 ]
 
 KafkaConfig = Mapping[str, Any]
@@ -44,6 +47,25 @@ LIBRDKAFKA_DEFAULTS: Mapping[str, int] = {
     "fetch.queue.backoff.ms": 10,
 }
 """librdkafka settings the fetching consumer changes (docs/settings.md); ``kafka`` overrides."""
+
+
+_statistics_sink: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "client_balance_statistics_sink", default=None
+)
+
+
+@contextlib.contextmanager
+def statistics_to(sink: Callable[[str], None] | None) -> Iterator[None]:
+    """Within this block, ``fetch_client`` hands librdkafka's statistics documents to ``sink``.
+
+    The caller that builds the fetcher says where its statistics go without the fetcher
+    passing them on (None: nowhere, and librdkafka makes none unless ``kafka`` asks).
+    """
+    token = _statistics_sink.set(sink)
+    try:
+        yield
+    finally:
+        _statistics_sink.reset(token)
 
 
 def kafka_tp(partition: TopicPartition, offset: int | None = None) -> KafkaTopicPartition:
@@ -93,7 +115,9 @@ def fetch_client(
     """The fetching consumer of a ``ClientBalanceConsumer``: the SDK's librdkafka defaults.
 
     An ``error_cb`` of the user's runs after the SDK's own, which it cannot replace: the SDK
-    learns from it that the client failed for good.
+    learns from it that the client failed for good. With ``statistics_interval_ms`` and a sink
+    (:func:`statistics_to`), librdkafka's statistics go to the sink, then to a user's
+    ``stats_cb``.
     """
     config = {**LIBRDKAFKA_DEFAULTS, **settings.consumer_config()}
     users = config.get("error_cb")
@@ -103,7 +127,24 @@ def fetch_client(
         if users is not None:
             users(error)
 
-    return Consumer({**config, "error_cb": on_any_error})
+    config["error_cb"] = on_any_error
+    sink = _statistics_sink.get()
+    if sink is not None and settings.statistics_interval_ms:
+        _send_statistics(config, settings.statistics_interval_ms, sink)
+    return Consumer(config)
+
+
+def _send_statistics(config: dict[str, Any], interval_ms: int, sink: Callable[[str], None]) -> None:
+    """``statistics.interval.ms`` and a ``stats_cb`` for ``sink``; a user's ``stats_cb`` too."""
+    users = config.get("stats_cb")
+
+    def on_statistics(text: str) -> None:
+        sink(text)
+        if users is not None:
+            users(text)
+
+    config["statistics.interval.ms"] = interval_ms
+    config["stats_cb"] = on_statistics
 
 
 def reader_client(config: KafkaConfig) -> Consumer:

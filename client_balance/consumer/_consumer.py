@@ -27,10 +27,11 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
+from client_balance._metrics import check_metrics
 from client_balance.consumer import _reconcile
 from client_balance.consumer._hooks import PartitionHook, PartitionHooks
 from client_balance.consumer._launch import Running, launch
@@ -85,10 +86,12 @@ class ClientBalanceConsumer:
         on_assigned: PartitionHook | None = None,
         on_revoked: PartitionHook | None = None,
         on_lost: PartitionHook | None = None,
+        metrics_registry: Any = None,
     ) -> None:
         """``assigner`` decides this member's partitions; the hooks see them come and go.
 
-        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks").
+        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks"). The metrics go
+        to ``metrics_registry``, a prometheus_client ``CollectorRegistry`` (docs/metrics.md).
         """
         if not isinstance(settings, ClientBalanceSettings):
             raise ConfigError(
@@ -98,6 +101,8 @@ class ClientBalanceConsumer:
                             ("on_revoked", on_revoked), ("on_lost", on_lost)):  # fmt: skip
             if given is not None and not callable(given):
                 raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
+        check_metrics(settings, metrics_registry)
+        self._metrics_registry = metrics_registry
         self._settings = settings
         self._assigner = assigner
         self._consumer_id = (
@@ -185,7 +190,7 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            self._run = launch(setup, self._hooks, pins)
+            self._run = launch(setup, self._hooks, pins, self._metrics_registry)
             self._setup = setup
             self._state = _RUNNING
         self._run.reconciler.start()
@@ -220,6 +225,7 @@ class ClientBalanceConsumer:
             self._state = _STOPPED
             if run.keeper.status is not None:
                 run.keeper.status.leave()
+            run.recorder.close()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
 
     def __enter__(self) -> Self:
@@ -333,6 +339,7 @@ class ClientBalanceConsumer:
                 context=confirm_context,
             )
         current, committed = settled
+        run.recorder.settled(partition, consumed, current)
         key = run.meta.key(partition)
         if consumed:
             run.redeliveries.confirmed(partition)

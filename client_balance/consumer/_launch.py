@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from client_balance._kafka import admin_client
+from client_balance._kafka import admin_client, statistics_to
 from client_balance._logging import get_logger
+from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._join import join_group
@@ -42,6 +44,7 @@ class Running:
     keeper: PartitionKeeper
     reconciler: Reconciler
     redeliveries: Redeliveries
+    recorder: Recorder
 
     def next_batch(self, timeout_s: float) -> ConsumeResult:
         """The next batch for ``get_message``, past batches set aside for redelivering too often.
@@ -64,6 +67,8 @@ class Running:
                 raise
             self.fetcher.settle(batch.partition, batch.token, consumed=True)
             self.redeliveries.confirmed(batch.partition)
+            self.recorder.set_aside(batch.partition)
+        self.recorder.delivered(batch.partition, len(batch.messages), batch.start)
         return ConsumeResult(
             key=key,
             topic=batch.partition.topic,
@@ -77,16 +82,25 @@ class Running:
 
 
 def launch(
-    setup: MemberSetup, hooks: PartitionHooks, pins: Mapping[TopicPartition, int]
+    setup: MemberSetup,
+    hooks: PartitionHooks,
+    pins: Mapping[TopicPartition, int],
+    metrics_registry: Any = None,
 ) -> Running:
     """Build the member and join its group; the reconcile thread is not started yet.
 
     Raises what joining raises (429/430/425/426, a group with ``subscribe()`` members) and
     :class:`PinConflictError` when a live member pinned one of ``pins`` first; nothing is
-    left running then.
+    left running then. Metrics go to ``metrics_registry`` (see ``_metrics``).
     """
     settings = setup.settings
-    fetcher = Fetcher(settings)  # its client finds the group coordinator from now on
+    recorder = recorder_for(settings, setup.consumer_id, metrics_registry)
+    try:
+        with statistics_to(recorder.statistics if recorder.enabled else None):
+            fetcher = Fetcher(settings)  # its client finds the group coordinator from now on
+    except BaseException:
+        recorder.close()
+        raise
     try:
         # One admin client for every question of the member (group, status topic, metadata):
         # each new client opens its own connections, round trips before the first message.
@@ -95,12 +109,13 @@ def launch(
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written
         keeper = PartitionKeeper(setup, fetcher, meta, hooks, planner)
-        reconciler = Reconciler(keeper.round, settings.reconcile_interval_s)
+        reconciler = Reconciler(recorder.timed(keeper.round), settings.reconcile_interval_s)
         fetcher.on_fatal = reconciler.wake
 
         def fenced(is_fenced: bool) -> None:
             # From the report thread: stop fetching at once, before the lease runs out.
             if is_fenced:
+                recorder.fenced()
                 keeper.lose_all()
             reconciler.wake()
 
@@ -120,19 +135,33 @@ def launch(
         )
     except BaseException:
         fetcher.close(0.0)
+        recorder.close()
         raise
     keeper.status = status
+    status.recorder = recorder
     prefetch.join()
     try:
         planner.pin(pins, status.pins())  # a live member that pinned one first wins
     except BaseException:
         status.leave()
         fetcher.close(0.0)
+        recorder.close()
         raise
     # No report now: the join report carries the pins already, and one written beside the first
     # round's claims would delay them; the round reports once it registered.
     fetcher.lease_ok = status.lease_ok
-    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings))
+    if recorder.enabled:
+        recorder.watch(lambda: _held_lags(fetcher))
+    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings), recorder)
+
+
+def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
+    """Each held partition and its lag, high watermarks refreshed (for a metrics scrape)."""
+    fetcher.refresh_highs()
+    return [
+        (at.partition, None if at.high is None else max(at.high - at.confirmed, 0))
+        for at in fetcher.offsets()
+    ]
 
 
 def _prefetch(meta: MetaCache) -> None:

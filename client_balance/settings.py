@@ -212,22 +212,12 @@ class ClientBalanceSettings(BaseSettings):
     )
 
     statistics_interval_ms: int = Field(
-        default=0,
-        ge=0,
-        le=int(_DAY_S * 1000),
-        description="librdkafka statistics of the fetching client every this many ms, exported "
-        "as metrics (fetch lag, fetch rates, broker round trips); 0 = off. Needs metrics on.",
+        default=0, ge=0, le=86_400_000, description="librdkafka statistics period; 0 = off."
     )
     metrics_port: int | None = Field(
-        default=None,
-        ge=1,
-        le=65_535,
-        description="Serve the consumer's metrics over HTTP on this port (Prometheus text "
-        "format); None = no endpoint. docs/metrics.md.",
+        default=None, ge=1, le=65_535, description="HTTP port of the metrics; None = none."
     )
-    metrics_host: str = Field(
-        default="127.0.0.1", min_length=1, description="The address metrics_port listens on."
-    )
+    metrics_host: str = Field(default="127.0.0.1", min_length=1, description="Its address.")
 
     def __init__(self, **values: Any) -> None:
         try:

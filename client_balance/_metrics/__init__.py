@@ -62,8 +62,8 @@ NO_METRICS = Recorder()
 """The recorder of a consumer without metrics."""
 
 
-def check_metrics(settings: ClientBalanceSettings, registry: Any) -> None:
-    """Refuse a registry that is not prometheus_client's, and statistics nobody reads."""
+def check_metrics(settings: ClientBalanceSettings, registry: Any) -> Any:
+    """``registry``; refused if it is not prometheus_client's, as are statistics nobody reads."""
     if registry is not None:
         registry_type = _prometheus_module().CollectorRegistry
         if not isinstance(registry, registry_type):
@@ -78,6 +78,7 @@ def check_metrics(settings: ClientBalanceSettings, registry: Any) -> None:
             "which are off: set metrics_port, give the consumer a metrics_registry, or set "
             "statistics_interval_ms=0"
         )
+    return registry
 
 
 def recorder_for(settings: ClientBalanceSettings, consumer_id: str, registry: Any) -> Recorder:

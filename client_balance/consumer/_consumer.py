@@ -90,8 +90,7 @@ class ClientBalanceConsumer:
     ) -> None:
         """``assigner`` decides this member's partitions; the hooks see them come and go.
 
-        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks"). The metrics go
-        to ``metrics_registry``, a prometheus_client ``CollectorRegistry`` (docs/metrics.md).
+        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks"), docs/metrics.md.
         """
         if not isinstance(settings, ClientBalanceSettings):
             raise ConfigError(
@@ -101,8 +100,7 @@ class ClientBalanceConsumer:
                             ("on_revoked", on_revoked), ("on_lost", on_lost)):  # fmt: skip
             if given is not None and not callable(given):
                 raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
-        check_metrics(settings, metrics_registry)
-        self._metrics_registry = metrics_registry
+        self._metrics_registry = check_metrics(settings, metrics_registry)
         self._settings = settings
         self._assigner = assigner
         self._consumer_id = (
@@ -339,12 +337,8 @@ class ClientBalanceConsumer:
                 context=confirm_context,
             )
         current, committed = settled
-        run.recorder.settled(partition, consumed, current)
         key = run.meta.key(partition)
-        if consumed:
-            run.redeliveries.confirmed(partition)
-        else:
-            run.redeliveries.rolled_back(partition, current, key)  # may raise: rolled back anyway
+        run.settled(partition, key, consumed, current)  # may raise: rolled back anyway
         return ConfirmResult(key, consumed, current, committed)
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:

@@ -80,6 +80,14 @@ class Running:
             high=batch.high,
         )
 
+    def settled(self, partition: TopicPartition, key: str, consumed: bool, current: int) -> None:
+        """A batch was confirmed, or rolled back to ``current`` (the redelivery limit may raise)."""
+        self.recorder.settled(partition, consumed, current)
+        if consumed:
+            self.redeliveries.confirmed(partition)
+        else:
+            self.redeliveries.rolled_back(partition, current, key)
+
 
 def launch(
     setup: MemberSetup,

@@ -6,13 +6,28 @@ message, is read in one place.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import AfterValidator, SecretStr, ValidationError
 
 from client_balance._secrets import CALLBACK_KEYS, is_secret_key
 
-__all__ = ["describe", "kafka_values"]
+__all__ = ["BufferedBytes", "describe", "kafka_values"]
+
+_MIN_BUFFERED_BYTES = 64 * 1024
+_MAX_BUFFERED_BYTES = 64 * 1024**3  # a typo in units, not a real bound, above this
+
+
+def _check_buffered_bytes(value: int) -> int:
+    if not _MIN_BUFFERED_BYTES <= value <= _MAX_BUFFERED_BYTES:
+        raise ValueError(
+            f"give {_MIN_BUFFERED_BYTES:,} (64 KiB) to {_MAX_BUFFERED_BYTES:,} (64 GiB) bytes"
+        )
+    return value
+
+
+BufferedBytes = Annotated[int, AfterValidator(_check_buffered_bytes)]
+"""``max_buffered_bytes``: 64 KiB to 64 GiB."""
 
 # The registry's URL may be refused for holding credentials: never echo it.
 _SECRET_FIELDS = frozenset({"status_secret", "schema_registry_basic_auth", "schema_registry_url"})

@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     Field,
     SecretStr,
     ValidationError,
@@ -24,7 +23,7 @@ from pydantic import (
 from pydantic_settings import SettingsConfigDict, SettingsError
 
 from client_balance._secrets import CALLBACK_KEYS, masked, reveal
-from client_balance._settings_checks import describe, kafka_values
+from client_balance._settings_checks import BufferedBytes, describe, kafka_values
 from client_balance._settings_decoding import DecodingSettings
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
@@ -74,20 +73,7 @@ _DAY_S = 86_400.0
 _MAX_LEASE_S = 600.0
 _MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts stop at 300,000 ms
 _MIB = 1024 * 1024
-_MIN_BUFFERED_BYTES = 64 * 1024
-_MAX_BUFFERED_BYTES = 64 * 1024 * _MIB  # a typo in units, not a real bound, above this
 _ENV_FIELD = re.compile(r'field "([a-z_]+)"')
-
-
-def _check_buffered_bytes(value: int) -> int:
-    if not _MIN_BUFFERED_BYTES <= value <= _MAX_BUFFERED_BYTES:
-        raise ValueError(
-            f"give {_MIN_BUFFERED_BYTES:,} (64 KiB) to {_MAX_BUFFERED_BYTES:,} (64 GiB) bytes"
-        )
-    return value
-
-
-_BufferedBytes = Annotated[int, AfterValidator(_check_buffered_bytes)]
 
 
 class ClientBalanceSettings(DecodingSettings):
@@ -159,10 +145,8 @@ class ClientBalanceSettings(DecodingSettings):
     batch_max_messages: int = Field(
         default=1000, ge=1, le=1_000_000, description="Most messages in one get_message batch."
     )
-    max_buffered_bytes: _BufferedBytes = Field(
-        default=64 * _MIB,
-        description="Most bytes of message values buffered ahead of get_message(), over all "
-        "partitions (64 KiB to 64 GiB); librdkafka's own queue gets a quarter of it.",
+    max_buffered_bytes: BufferedBytes = Field(
+        default=64 * _MIB, description="Most value bytes buffered ahead of get_message()."
     )
     request_timeout_s: float = Field(
         default=10.0,
@@ -231,6 +215,14 @@ class ClientBalanceSettings(DecodingSettings):
         "and records without a valid signature are ignored, so a client without it can neither "
         "forge claims nor delete holdings. None: records are not signed.",
     )
+
+    statistics_interval_ms: int = Field(
+        default=0, ge=0, le=86_400_000, description="librdkafka statistics period; 0 = off."
+    )
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65_535, description="HTTP port of the metrics; None = none."
+    )
+    metrics_host: str = Field(default="127.0.0.1", min_length=1, description="Its address.")
 
     def __init__(self, **values: Any) -> None:
         try:

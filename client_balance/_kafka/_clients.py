@@ -98,12 +98,16 @@ def fetch_queue_kbytes(max_buffered_bytes: int) -> int:
 
 
 def fetch_client(
-    settings: ClientBalanceSettings, on_error: Callable[[KafkaError], None]
+    settings: ClientBalanceSettings,
+    on_error: Callable[[KafkaError], None],
+    statistics: Callable[[str], None] | None = None,
 ) -> Consumer:
     """The fetching consumer of a ``ClientBalanceConsumer``: the SDK's librdkafka defaults.
 
     An ``error_cb`` of the user's runs after the SDK's own, which it cannot replace: the SDK
-    learns from it that the client failed for good.
+    learns from it that the client failed for good. With ``statistics_interval_ms`` and a
+    ``statistics`` sink, librdkafka's statistics documents go to the sink, then to a user's
+    ``stats_cb``.
     """
     queue = {"queued.max.messages.kbytes": fetch_queue_kbytes(settings.max_buffered_bytes)}
     config = {**LIBRDKAFKA_DEFAULTS, **queue, **settings.consumer_config()}
@@ -114,7 +118,23 @@ def fetch_client(
         if users is not None:
             users(error)
 
-    return Consumer({**config, "error_cb": on_any_error})
+    config["error_cb"] = on_any_error
+    if statistics is not None and settings.statistics_interval_ms:
+        _send_statistics(config, settings.statistics_interval_ms, statistics)
+    return Consumer(config)
+
+
+def _send_statistics(config: dict[str, Any], interval_ms: int, sink: Callable[[str], None]) -> None:
+    """``statistics.interval.ms`` and a ``stats_cb`` for ``sink``; a user's ``stats_cb`` too."""
+    users = config.get("stats_cb")
+
+    def on_statistics(text: str) -> None:
+        sink(text)
+        if users is not None:
+            users(text)
+
+    config["statistics.interval.ms"] = interval_ms
+    config["stats_cb"] = on_statistics
 
 
 def reader_client(config: KafkaConfig) -> Consumer:

@@ -2,9 +2,9 @@
 
 ``main(argv) -> int`` does the work and returns the exit code (0 success, 1 failure, 2 usage), so
 tests call it directly; ``run()`` is the console-script entry point. One module per command
-group (``_broker``, ``_simulate``, ``_groups``, ``_data``) adds its parsers and handlers;
-everything they show goes through ``_render``. Only this package sets up logging output: the
-library itself never does.
+group (``_broker``, ``_simulate``, ``_groups``, ``_data``, ``_exporter``) adds its parsers and
+handlers; everything they show goes through ``_render``. Only this package sets up logging
+output: the library itself never does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 
-from client_balance.cli import _broker, _data, _groups, _render, _simulate
+from client_balance.cli import _broker, _data, _exporter, _groups, _render, _simulate
 from client_balance.errors import ClientBalanceError, ConfigError
 
 __all__ = ["main", "run"]
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (_broker, _simulate, _groups, _data):
+    for group in (_broker, _simulate, _groups, _data, _exporter):
         group.add_parsers(commands)
     return parser
 
@@ -72,7 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse exits on --help and on usage errors
         return int(exit_.code or 0)
-    commands = {**_broker.COMMANDS, **_simulate.COMMANDS, **_groups.COMMANDS, **_data.COMMANDS}
+    commands = {
+        **_broker.COMMANDS, **_simulate.COMMANDS, **_groups.COMMANDS, **_data.COMMANDS,
+        **_exporter.COMMANDS,
+    }  # fmt: skip
     try:
         with _logging_to_stderr(args.verbose):
             return commands[args.command](args)
@@ -82,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClientBalanceError as error:  # may carry a log's tail: shown as it is
         _render.say(f"error: {error}")
         return _render.EXIT_FAILED
-    except KeyboardInterrupt:  # --watch runs until Ctrl-C
+    except KeyboardInterrupt:  # --watch and the exporter run until Ctrl-C
         return _render.EXIT_OK
 
 

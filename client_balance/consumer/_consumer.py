@@ -27,11 +27,12 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from client_balance._deserializers import Deserializer
 from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
+from client_balance._metrics import check_metrics
 from client_balance.consumer import _reconcile
 from client_balance.consumer._hooks import PartitionHook, PartitionHooks
 from client_balance.consumer._launch import Running, launch
@@ -86,19 +87,20 @@ class ClientBalanceConsumer:
         on_assigned: PartitionHook | None = None,
         on_revoked: PartitionHook | None = None,
         on_lost: PartitionHook | None = None,
+        metrics_registry: Any = None,
     ) -> None:
         """``assigner`` decides this member's partitions; the hooks see them come and go.
 
-        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks").
+        See ``docs/consumer.md`` ("Assignment callbacks", "Lifecycle hooks"), docs/metrics.md.
         """
         if not isinstance(settings, ClientBalanceSettings):
-            raise ConfigError(
-                f"settings must be a ClientBalanceSettings, not {type(settings).__name__}"
-            )
+            given_type = type(settings).__name__
+            raise ConfigError(f"settings must be ClientBalanceSettings, not {given_type}")
         for name, given in (("assigner", assigner), ("on_assigned", on_assigned),
                             ("on_revoked", on_revoked), ("on_lost", on_lost)):  # fmt: skip
             if given is not None and not callable(given):
                 raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
+        self._metrics_registry = check_metrics(settings, metrics_registry)
         self._settings = settings
         self._assigner = assigner
         self._consumer_id = (
@@ -172,13 +174,14 @@ class ClientBalanceConsumer:
         is not in the set are skipped; ``None`` = no filter). ``source_count > 0`` is node mode;
         ``<= 0`` leaves the assignment to the application (the ``assigner`` callback, or
         ``connect``); ``mode="elastic"`` asks for an elastic group. ``mode`` (or ``settings.mode``)
-        names the mode outright. ``pinned`` (keys, or keys -> bootstrap offsets) adds to
-        ``settings.pinned``: partitions this member always holds and no other member takes
-        (:class:`PinConflictError` if a live one pinned one). Deserializers: docs/deserializers.md.
+        names the mode outright. ``pinned`` (keys, or keys -> offsets) adds to ``settings.pinned``:
+        held always, taken by no other member (:class:`PinConflictError` if a live one pinned
+        one). Deserializers: docs/deserializers.md.
         """
         parsed = parse_topics(topics)
         resolved = resolve_mode(source_count, node_id, mode, self._settings.mode)
         pins = parse_pins(self._settings.pinned) | parse_pins(pinned or {})
+        decoders = key_deserializer, value_deserializer
         setup = MemberSetup(
             self._settings, self._consumer_id, parsed, resolved,
             source_count, node_id, self._assigner,
@@ -188,7 +191,7 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            self._run = launch(setup, self._hooks, pins, (key_deserializer, value_deserializer))
+            self._run = launch(setup, self._hooks, pins, decoders, self._metrics_registry)
             self._setup = setup
             self._state = _RUNNING
         self._run.reconciler.start()
@@ -223,6 +226,7 @@ class ClientBalanceConsumer:
             self._state = _STOPPED
             if run.keeper.status is not None:
                 run.keeper.status.leave()
+            run.recorder.close()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
 
     def __enter__(self) -> Self:
@@ -337,10 +341,7 @@ class ClientBalanceConsumer:
             )
         current, committed = settled
         key = run.meta.key(partition)
-        if consumed:
-            run.redeliveries.confirmed(partition)
-        else:
-            run.redeliveries.rolled_back(partition, current, key)  # may raise: rolled back anyway
+        run.settled(partition, key, consumed, current)  # may raise: rolled back anyway
         return ConfirmResult(key, consumed, current, committed)
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:

@@ -59,6 +59,8 @@ _log = get_logger("fetch")
 StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
 """(partition, committed or None, low, high) -> (start offset, commit it now)."""
 _T = TypeVar("_T")
+_Sink = Callable[[str], None]
+"""Where librdkafka's statistics documents go (a JSON text each)."""
 
 _IDLE_WAIT_S = 0.5
 _CONSUME_WAIT_S = 0.05
@@ -69,10 +71,10 @@ _CALLERS_FETCH_FOR_S = 0.1
 class Fetcher:
     """The confluent-kafka ``Consumer`` behind a client-balanced consumer (module docstring)."""
 
-    def __init__(self, settings: ClientBalanceSettings) -> None:
+    def __init__(self, settings: ClientBalanceSettings, statistics: _Sink | None = None) -> None:
         self._settings = settings
         self._timeout_s = settings.request_timeout_s
-        self._consumer = fetch_client(settings, self._on_kafka_error)
+        self._consumer = fetch_client(settings, self._on_kafka_error, statistics)
         self._lock = threading.Condition()
         self._held: dict[TopicPartition, HeldPartition] = {}
         self.shelf = Shelf(

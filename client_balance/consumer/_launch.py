@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from client_balance._deserializers import Deserializer
 from client_balance._kafka import admin_client
 from client_balance._logging import get_logger
+from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer._buffers import Batch
 from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
@@ -51,6 +52,7 @@ class Running:
     keeper: PartitionKeeper
     reconciler: Reconciler
     redeliveries: Redeliveries
+    recorder: Recorder
     decoder: Decoder | None = None
     """None when both deserializers are ``"bytes"``: batches go out as fetched."""
 
@@ -79,6 +81,7 @@ class Running:
                 break
             except DeserializationError as error:
                 self._failed_to_decode(batch, key, error)  # raises, unless the policy skips it
+        self.recorder.delivered(batch.partition, len(batch.messages), batch.start)
         return ConsumeResult(
             key=key,
             topic=batch.partition.topic,
@@ -98,6 +101,7 @@ class Running:
             raise
         self.fetcher.settle(batch.partition, batch.token, consumed=True)
         self.redeliveries.confirmed(batch.partition)
+        self.recorder.set_aside(batch.partition)
 
     def _failed_to_decode(self, batch: Batch, key: str, error: DeserializationError) -> None:
         """A batch that does not decode is a rollback: counted, and past the limit the policy.
@@ -120,22 +124,36 @@ class Running:
         self.fetcher.settle(batch.partition, batch.token, consumed=False)
         raise error
 
+    def settled(self, partition: TopicPartition, key: str, consumed: bool, current: int) -> None:
+        """A batch was confirmed, or rolled back to ``current`` (the redelivery limit may raise)."""
+        self.recorder.settled(partition, consumed, current)
+        if consumed:
+            self.redeliveries.confirmed(partition)
+        else:
+            self.redeliveries.rolled_back(partition, current, key)
+
 
 def launch(
     setup: MemberSetup,
     hooks: PartitionHooks,
     pins: Mapping[TopicPartition, int],
     deserializers: tuple[Deserializer | None, Deserializer | None] = (None, None),
+    metrics_registry: Any = None,
 ) -> Running:
     """Build the member and join its group; the reconcile thread is not started yet.
 
     Raises what joining raises (429/430/425/426, a group with ``subscribe()`` members) and
     :class:`PinConflictError` when a live member pinned one of ``pins`` first; nothing is
-    left running then.
+    left running then. Metrics go to ``metrics_registry`` (see ``_metrics``).
     """
     settings = setup.settings
     decoder = Decoder.of(settings, *deserializers)  # a bad one fails before anything is made
-    fetcher = Fetcher(settings)  # its client finds the group coordinator from now on
+    recorder = recorder_for(settings, setup.consumer_id, metrics_registry)
+    try:  # its client finds the group coordinator from now on
+        fetcher = Fetcher(settings, recorder.statistics if recorder.enabled else None)
+    except BaseException:
+        recorder.close()
+        raise
     try:
         # One admin client for every question of the member (group, status topic, metadata):
         # each new client opens its own connections, round trips before the first message.
@@ -144,12 +162,13 @@ def launch(
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written
         keeper = PartitionKeeper(setup, fetcher, meta, hooks, planner)
-        reconciler = Reconciler(keeper.round, settings.reconcile_interval_s)
+        reconciler = Reconciler(recorder.timed(keeper.round), settings.reconcile_interval_s)
         fetcher.on_fatal = reconciler.wake
 
         def fenced(is_fenced: bool) -> None:
             # From the report thread: stop fetching at once, before the lease runs out.
             if is_fenced:
+                recorder.fenced()
                 keeper.lose_all()
             reconciler.wake()
 
@@ -169,19 +188,35 @@ def launch(
         )
     except BaseException:
         fetcher.close(0.0)
+        recorder.close()
         raise
     keeper.status = status
+    status.recorder = recorder
     prefetch.join()
     try:
         planner.pin(pins, status.pins())  # a live member that pinned one first wins
     except BaseException:
         status.leave()
         fetcher.close(0.0)
+        recorder.close()
         raise
     # No report now: the join report carries the pins already, and one written beside the first
     # round's claims would delay them; the round reports once it registered.
     fetcher.lease_ok = status.lease_ok
-    return Running(setup, fetcher, meta, keeper, reconciler, Redeliveries(settings), decoder)
+    if recorder.enabled:
+        recorder.watch(lambda: _held_lags(fetcher))
+    return Running(
+        setup, fetcher, meta, keeper, reconciler, Redeliveries(settings), recorder, decoder
+    )
+
+
+def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
+    """Each held partition and its lag, high watermarks refreshed (for a metrics scrape)."""
+    fetcher.refresh_highs()
+    return [
+        (at.partition, None if at.high is None else max(at.high - at.confirmed, 0))
+        for at in fetcher.offsets()
+    ]
 
 
 def _prefetch(meta: MetaCache) -> None:

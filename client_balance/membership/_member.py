@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from client_balance._kafka import AdminClient, timed_out
 from client_balance._logging import get_logger
+from client_balance._metrics import NO_METRICS, Recorder
 from client_balance.errors import (
     ClientBalanceError,
     ConfigError,
@@ -87,6 +88,8 @@ class StatusMember:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.recorder: Recorder = NO_METRICS
+        """Told of each registration's claims won and lost (the consumer's metrics)."""
 
     # ------------------------------------------------------------------ lifecycle
     def join(self) -> None:
@@ -159,7 +162,11 @@ class StatusMember:
     # ------------------------------------------------------------------ claims
     def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
         """Claim ``partitions``: None for each one won, else the live holder it lost to."""
-        return self._claims.claim(partitions)
+        verdicts = self._claims.claim(partitions)
+        if verdicts:
+            lost = sum(holder is not None for holder in verdicts.values())
+            self.recorder.claimed(len(verdicts) - lost, lost)
+        return verdicts
 
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""

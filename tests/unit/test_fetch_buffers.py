@@ -148,7 +148,9 @@ class _FakeClient:
 def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
     """A Fetcher on one partition whose first message is bigger than max_buffered_bytes."""
     backlog = _messages(0, range(1), 200 * KIB) + _messages(0, range(1, 31), 10 * KIB)
-    monkeypatch.setattr(_fetch, "fetch_client", lambda settings, on_error: _FakeClient(backlog))
+    monkeypatch.setattr(
+        _fetch, "fetch_client", lambda settings, on_error, statistics=None: _FakeClient(backlog)
+    )
     monkeypatch.setattr(
         _fetch, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 31)}, {})
     )

@@ -3,7 +3,7 @@
 Starts a local Apache Kafka (or uses ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``), creates the seeds'
 topics ``orders`` (7 partitions) and ``stock`` (5), and then, in about a minute and a half:
 
-1. produces 150,000 order and stock events (a progress bar);
+1. produces 120,000 order and stock events (a progress bar);
 2. starts three ``examples/worker.py`` processes as nodes 0, 1, 2 of 3 of the group ``demo``.
    Nobody joins a Kafka group: each node computes its own partitions (``modulo``) and confirms
    its batches, each of which takes 0.1 s to "process", so the lag falls for half a minute
@@ -46,7 +46,6 @@ from _demo_workers import Worker, start_worker, stop_workers
 from confluent_kafka import Producer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from client_balance import ClientBalanceSettings, admin
@@ -71,15 +70,15 @@ WORKER_ENV = {
 CONSUME_TIMEOUT_S = 120.0
 SETTLE_TIMEOUT_S = 45.0
 
-# A log gets lines as wide as a CI page; rich would wrap them at 80 columns.
-CONSOLE = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+# A log gets each line whole, however long; rich would wrap it at 80 columns.
+CONSOLE = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
 
 @dataclass(frozen=True)
 class Pace:
     """How much data and how slowly: the demo's, or ``--quick``'s for a test."""
 
-    events: int = 150_000
+    events: int = 120_000
     pause_per_batch_s: float = 0.1
     kill_after_s: float = 8.0
     elastic_hold_s: float = 3.0
@@ -199,8 +198,8 @@ def nodes_step(demo: Demo, labels: dict[int, str], group: str) -> list[str]:
                 labels[replacement.pid] = replacement.name
                 workers.append(replacement)
                 watch.note(
-                    f"started a replacement node 1 (pid {replacement.pid}): the dead "
-                    "pid does not block it, it waits for the lease"
+                    f"started a replacement node 1 (pid {replacement.pid}): the dead pid does "
+                    "not block it; it waits for the lease (the view shows two live node 1s)"
                 )
                 killed_at = time.monotonic()
                 watch.wait_for(
@@ -345,17 +344,14 @@ def run(demo: Demo) -> int:
             f"Spark read both topics and aggregated them in {time.monotonic() - began:.1f} s"
         )
     CONSOLE.rule("6. where the outputs are")
-    outputs = Table(show_header=False, box=None)
-    outputs.add_row(
-        "Parquet tables", f"{demo.out / 'orders_per_minute'}, {demo.out / 'stock_levels'}"
-    )
-    outputs.add_row("worker reports and logs", f"{demo.workdir}/ (*.json, *.log, spark.log)")
-    outputs.add_row(
-        "committed offsets",
-        f"groups {demo.prefix}demo, {demo.prefix}demo-elastic at "
-        f"{demo.bootstrap} (client-balance status --group {demo.prefix}demo)",
-    )
-    CONSOLE.print(outputs)
+    outputs = {
+        "Parquet tables": f"{demo.out / 'orders_per_minute'}, {demo.out / 'stock_levels'}",
+        "worker reports and logs": f"{demo.workdir}/ (*.json, *.log, spark.log)",
+        "committed offsets": f"groups {group}, {group}-elastic at {demo.bootstrap} "
+        f"(client-balance status --group {group})",
+    }
+    for what, where in outputs.items():  # lines, not a table: a path is never folded
+        CONSOLE.print(Text.assemble((f"{what + ':':25}", "bold"), where))
     return 1 if failed else 0
 
 

@@ -4,7 +4,7 @@
         --topics orders,stock --source-count 3 --node-id 0
         [--mode elastic (instead of the two above)]
         [--strategy modulo] [--filter orders=created,paid]
-        [--summary-every 10] [--report node0.json]
+        [--summary-every 10] [--report node0.json] [--pause-per-batch-s 0.1]
 
 Start the same command once per node (node ids ``0 .. N-1``); each one holds exactly its
 partitions, consumes them in batches that it confirms, and resumes where the group left off.
@@ -15,9 +15,10 @@ confirmed positions are committed, the partitions are released. A second Ctrl-C 
 ``--bootstrap`` defaults to ``CLIENT_BALANCE_BOOTSTRAP_SERVERS`` and ``--group`` to
 ``CLIENT_BALANCE_GROUP_ID``; every other setting comes from its ``CLIENT_BALANCE_<FIELD>``
 variable (``CLIENT_BALANCE_START_POSITION=earliest``, ``CLIENT_BALANCE_COMMIT=sync`` ...).
-``--report`` writes, at exit, a JSON file with what was consumed per partition: message
-counts and the offset runs, which ``examples/demo.py`` uses to prove that every event was
-consumed exactly once. Only the public API of ``client_balance`` is used.
+``--report`` writes, at exit and at each summary line, a JSON file with what was confirmed per
+partition: message counts and the offset runs, which ``examples/demo.py`` uses to prove that
+every event was consumed exactly once (a SIGKILLed node leaves its last one). A demo slows the
+worker down with ``--pause-per-batch-s``. Only the public API of ``client_balance`` is used.
 """
 
 from __future__ import annotations
@@ -146,14 +147,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="SECONDS",
         help="seconds between summary lines (default: 10)",
     )
-    parser.add_argument("--report", type=Path, help="write a JSON report here at exit")
+    parser.add_argument(
+        "--pause-per-batch-s", type=float, default=0.0, metavar="SECONDS",
+        help="seconds each batch's processing takes before its confirm (a demo's throttle)",
+    )  # fmt: skip
+    parser.add_argument("--report", type=Path, help="JSON report, written at each summary and exit")
     args = parser.parse_args(argv)
     if not args.bootstrap:
         parser.error("--bootstrap is required (or set CLIENT_BALANCE_BOOTSTRAP_SERVERS)")
     if not args.group:
         parser.error("--group is required (or set CLIENT_BALANCE_GROUP_ID)")
-    if args.summary_every <= 0:
-        parser.error("--summary-every must be > 0")
+    if args.summary_every <= 0 or args.pause_per_batch_s < 0:
+        parser.error("--summary-every must be > 0 and --pause-per-batch-s >= 0")
     return args
 
 
@@ -200,6 +205,8 @@ class Node:
     busy: threading.Lock = field(default_factory=threading.Lock)
     """Held while a batch is in hand, so that the shutdown waits for its confirm."""
     errors: list[ClientBalanceError] = field(default_factory=list)
+    pause_per_batch_s: float = 0.0
+    report: Path | None = None
 
 
 def summary_line(node: Node, began: float) -> str:
@@ -225,6 +232,8 @@ def consume(node: Node) -> ClientBalanceError | None:
                     if consumer.is_shutdown():
                         return None  # handed out as the shutdown began: rolled back, comes again
                     parsed = json_values(batch.result)
+                    if node.pause_per_batch_s:
+                        node.stop.wait(node.pause_per_batch_s)
                     if confirm(node, batch):
                         tally.add_batch(batch.result, parsed)
                     else:
@@ -274,6 +283,8 @@ def report_and_stop(node: Node, every_s: float) -> None:
     while not node.stop.wait(every_s):
         try:
             print(summary_line(node, began), flush=True)
+            if node.report is not None:  # a SIGKILLed node leaves what it had confirmed
+                write_report(node.report, node, time.monotonic() - began)
         except KafkaClientError as error:
             print(f"{node.name}: {error}; continuing", file=sys.stderr)
         except ClientBalanceError as error:
@@ -338,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.monotonic()
     try:
         with ClientBalanceConsumer(settings) as consumer:
-            node = Node(f"node {args.node_id}", consumer)
+            node = Node(f"node {args.node_id}", consumer, pause_per_batch_s=args.pause_per_batch_s)
+            node.report = args.report
             install_signal_handlers(node.stop)
             try:
                 consumer.start(

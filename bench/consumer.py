@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only this case or group ({', '.join(GROUPS)}); repeatable, see --list",
     )
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
-    parser.add_argument("--runs", type=int, default=3, help="timed runs of each side")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each side")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each side first")
     parser.add_argument("--messages", type=int, default=1_000_000, help="throughput: messages")
     parser.add_argument("--size", type=int, default=100, help="bytes per message")

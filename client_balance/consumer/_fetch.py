@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -64,6 +64,10 @@ _Sink = Callable[[str], None]
 
 _IDLE_WAIT_S = 0.5
 _CONSUME_WAIT_S = 0.05
+_CALLER_CONSUME_WAIT_S = 0.005
+"""A caller's ``consume()`` returns what came within this, as Kafka's ``poll()`` would:
+librdkafka's waits for a full batch, 50 ms on a sparse topic and 20 ms on the first fetch of a
+backlog (the first message: docs/benchmarks.md)."""
 _CALLERS_FETCH_FOR_S = 0.1
 """The background thread stays out of fetching while a caller fetched this recently."""
 
@@ -105,10 +109,12 @@ class Fetcher:
     def lease_ok(self, check: Callable[[], bool]) -> None:
         self.shelf.lease_ok = check
 
-    def metadata(self) -> Any:
-        """The cluster's metadata, through this client (its connections are warm)."""
+    def metadata(self, topics: Sequence[str]) -> Any:
+        """Metadata of ``topics`` through this client (warm, and its cache learns)."""
+        # One topic is asked alone: a round then costs the same on a cluster of many topics.
+        only = topics[0] if len(topics) == 1 else None
         try:
-            return self._gate.call(lambda: self._consumer.list_topics(timeout=self._timeout_s))
+            return self._gate.call(lambda: self._consumer.list_topics(only, self._timeout_s))
         except KafkaException as error:
             raise from_kafka_exception(error, "querying metadata") from error
 
@@ -224,7 +230,7 @@ class Fetcher:
                 fetching = self.shelf.may_fetch()
                 released = self._gate.releases
             taken: list[Batch] = []
-            fetch = partial(self._fetch_once, min(left, _CONSUME_WAIT_S), taken)
+            fetch = partial(self._fetch_once, min(left, _CALLER_CONSUME_WAIT_S), taken)
             if fetching and self._gate.try_fetch(fetch):
                 if taken:
                     return taken[0]

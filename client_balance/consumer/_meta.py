@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -107,18 +107,18 @@ class MetaCache:
         cls,
         settings: ClientBalanceSettings,
         topics: Mapping[str, object],
-        query: Callable[[], Any],
+        query: Callable[[Sequence[str]], Any],
         admin: AdminClient,
     ) -> MetaCache:
         """The meta cache of a consumer: ``query`` for metadata, its ``admin`` client for the rest.
 
-        ``query`` asks through the fetching client, whose metadata cache must learn of
+        ``query(topics)`` asks through the fetching client, whose metadata cache must learn of
         partitions added to a topic before it can fetch them.
         """
         timeout_s = settings.request_timeout_s
         cluster = settings.bootstrap_servers, settings.admin_config(), timeout_s, admin
         names = sorted(topics)
-        meta = cls(topics, query, TopicIds(*cluster), Watermarks(*cluster))
+        meta = cls(topics, lambda: query(names), TopicIds(*cluster), Watermarks(*cluster))
         meta.prefetch_query = lambda: topics_metadata(admin, names, timeout_s)
         return meta
 

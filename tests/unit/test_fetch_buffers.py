@@ -177,3 +177,24 @@ def test_a_message_bigger_than_the_bound_is_delivered_and_the_rest_follows(
         assert fetcher.settle(batch.partition, batch.token, consumed=True) is not None
     assert offsets == list(range(31))
     assert fetcher.shelf.budget.used == 0
+
+
+def test_a_rounds_metadata_names_its_one_topic_and_several_ask_for_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One topic is asked alone (a round's cost does not grow with the cluster's topics)."""
+    asked: list[str | None] = []
+
+    class Client(_FakeClient):
+        def list_topics(self, topic: str | None = None, timeout: float = -1) -> str:
+            asked.append(topic)
+            return "metadata"
+
+    monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client([]))
+    made = Fetcher(ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g"))
+    try:
+        assert made.metadata(["orders"]) == "metadata"
+        assert made.metadata(["orders", "refunds"]) == "metadata"
+    finally:
+        made.close(0.0)
+    assert asked == ["orders", None]

@@ -623,6 +623,7 @@ class Bench:
             "peer_name": self.java_peer,
             "peer_s": round(answer["nanos"] / 1e9, 6),
             "peer_runs": self.runs,
+            "peer_runs_s": [round(nanos / 1e9, 6) for nanos in answer.get("runs_nanos", [])],
             "peer_warmup": self.warmup,
             "peer_stable": answer.get("stable"),
             **{f"peer_{key}": value for key, value in checked.items()},

@@ -18,8 +18,8 @@
  * neither is a new member (generation -1, DEFAULT_GENERATION).
  *
  * Flags: --repeat N runs every case N timed times (after --warmup W untimed runs, default W = N)
- * and adds "nanos": the median wall time of ConsumerPartitionAssignor.assign() alone, and
- * "stable": whether all runs gave the same assignment.
+ * and adds "nanos": the median wall time of ConsumerPartitionAssignor.assign() alone,
+ * "runs_nanos": each timed run's, and "stable": whether all runs gave the same assignment.
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -141,6 +141,8 @@ public final class AssignorOracle {
                     nanos[i] = again.nanos;
                     stable &= again.assignment.equals(run.assignment);
                 }
+                ArrayNode runs = result.putArray("runs_nanos"); // in the order run
+                for (long each : nanos) runs.add(each);
                 Arrays.sort(nanos);
                 long median = repeat % 2 == 1
                         ? nanos[repeat / 2]

@@ -18,17 +18,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from client_balance.consumer._consumer import ClientBalanceConsumer, PartitionKeys
-from client_balance.consumer._decode import DecodedMessage
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._lanes import Lanes
 from client_balance.consumer._parse import check_flag, check_wait, parse_context
 from client_balance.consumer._results import (
+    BatchView,
     ConfirmResult,
     ConsumeResult,
-    Message,
     OffsetInfo,
     PartitionMeta,
 )
@@ -51,6 +50,7 @@ class AsyncClientBalanceConsumer:
         on_assigned: PartitionHook | None = None,
         on_revoked: PartitionHook | None = None,
         on_lost: PartitionHook | None = None,
+        metrics_registry: Any = None,
         max_threads: int = 8,
     ) -> None:
         """As ``ClientBalanceConsumer``; ``max_threads`` caps the calls that wait at once.
@@ -62,7 +62,7 @@ class AsyncClientBalanceConsumer:
             raise ConfigError(f"max_threads={max_threads!r} is not allowed; give an int >= 1")
         self._consumer = ClientBalanceConsumer(
             settings, assigner=assigner, on_assigned=on_assigned, on_revoked=on_revoked,
-            on_lost=on_lost,
+            on_lost=on_lost, metrics_registry=metrics_registry,
         )  # fmt: skip
         self._lanes = Lanes(self._consumer, max_threads)
         self._closing: asyncio.Future[None] | None = None
@@ -237,24 +237,14 @@ class AsyncClientBalanceConsumer:
         return await self._lanes.call(self._consumer.reconcile_now, timeout_s)
 
 
-class AsyncBatch:
+class AsyncBatch(BatchView):
     """A batch from :meth:`AsyncClientBalanceConsumer.batches`: the result, awaited settles."""
 
-    __slots__ = ("_consumer", "result")
+    __slots__ = ("_consumer",)
 
     def __init__(self, consumer: AsyncClientBalanceConsumer, result: ConsumeResult) -> None:
+        super().__init__(result)
         self._consumer = consumer
-        self.result = result
-
-    @property
-    def messages(self) -> list[Message] | list[DecodedMessage]:
-        """The batch's messages (confluent-kafka ``Message`` objects, or ``DecodedMessage``)."""
-        return self.result.messages
-
-    @property
-    def key(self) -> str:
-        """The partition's key."""
-        return self.result.key
 
     async def confirm(self, consumed: bool = True) -> ConfirmResult:
         """Confirm the batch (``consumed=False`` has it delivered again)."""

@@ -18,6 +18,7 @@ else:
 __all__ = [
     "AssignmentContext",
     "Batch",
+    "BatchView",
     "ConfirmResult",
     "ConsumeResult",
     "MemberView",
@@ -155,13 +156,12 @@ class AssignmentContext:
         return next((m for m in self.members if m.consumer_id == self.consumer_id), None)
 
 
-class Batch:
-    """A batch from :meth:`ClientBalanceConsumer.batches`: the result plus ``confirm()``."""
+class BatchView:
+    """What every batch shows: its result, messages and key (subclasses add the settling)."""
 
-    __slots__ = ("_consumer", "result")
+    __slots__ = ("result",)
 
-    def __init__(self, consumer: ClientBalanceConsumer, result: ConsumeResult) -> None:
-        self._consumer = consumer
+    def __init__(self, result: ConsumeResult) -> None:
         self.result = result
 
     @property
@@ -173,6 +173,16 @@ class Batch:
     def key(self) -> str:
         """The partition's key."""
         return self.result.key
+
+
+class Batch(BatchView):
+    """A batch from :meth:`ClientBalanceConsumer.batches`: the result plus ``confirm()``."""
+
+    __slots__ = ("_consumer",)
+
+    def __init__(self, consumer: ClientBalanceConsumer, result: ConsumeResult) -> None:
+        super().__init__(result)
+        self._consumer = consumer
 
     def confirm(self, consumed: bool = True) -> ConfirmResult:
         """Confirm the batch (``consumed=False`` has it delivered again)."""

@@ -276,3 +276,9 @@ async def test_a_refused_confirm_leaves_the_batch_held_by_its_task() -> None:
         await task
     await consumer.shutdown()
     assert engine.settled == [("0:t:0:1", False)]
+
+
+def test_the_async_consumer_takes_a_metrics_registry_as_the_synchronous_one_does() -> None:
+    """metrics_registry goes to the engine: a wrong one is refused there, by name."""
+    with pytest.raises(ConfigError, match="CollectorRegistry, not dict"):
+        AsyncClientBalanceConsumer(_SETTINGS, metrics_registry={})

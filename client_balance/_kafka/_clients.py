@@ -111,30 +111,22 @@ def fetch_client(
     """
     queue = {"queued.max.messages.kbytes": fetch_queue_kbytes(settings.max_buffered_bytes)}
     config = {**LIBRDKAFKA_DEFAULTS, **queue, **settings.consumer_config()}
-    users = config.get("error_cb")
-
-    def on_any_error(error: KafkaError) -> None:
-        on_error(error)
-        if users is not None:
-            users(error)
-
-    config["error_cb"] = on_any_error
+    config["error_cb"] = _ours_first(on_error, config.get("error_cb"))
     if statistics is not None and settings.statistics_interval_ms:
-        _send_statistics(config, settings.statistics_interval_ms, statistics)
+        config["statistics.interval.ms"] = settings.statistics_interval_ms
+        config["stats_cb"] = _ours_first(statistics, config.get("stats_cb"))
     return Consumer(config)
 
 
-def _send_statistics(config: dict[str, Any], interval_ms: int, sink: Callable[[str], None]) -> None:
-    """``statistics.interval.ms`` and a ``stats_cb`` for ``sink``; a user's ``stats_cb`` too."""
-    users = config.get("stats_cb")
+def _ours_first(ours: Callable[[Any], None], users: Any) -> Callable[[Any], None]:
+    """A librdkafka callback that calls the SDK's, then the user's from ``kafka`` if any."""
 
-    def on_statistics(text: str) -> None:
-        sink(text)
+    def both(argument: Any) -> None:
+        ours(argument)
         if users is not None:
-            users(text)
+            users(argument)
 
-    config["statistics.interval.ms"] = interval_ms
-    config["stats_cb"] = on_statistics
+    return both
 
 
 def reader_client(config: KafkaConfig) -> Consumer:

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from client_balance import _kafka, admin
 from client_balance.cli import _render
-from client_balance.cli._groups import add_cluster_options, cluster_settings, watch_seconds
+from client_balance.cli._groups import add_cluster_options, add_watch_option, cluster_settings
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 
@@ -80,10 +80,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="a topic to show even if no live member reports it (repeatable)",
     )  # fmt: skip
     lag.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    lag.add_argument(
-        "--watch", type=watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
-        help="refresh every SECONDS (> 0, default 2) until Ctrl-C",
-    )  # fmt: skip
+    add_watch_option(lag)
     add_cluster_options(lag)
 
     tail = commands.add_parser(

@@ -21,7 +21,14 @@ from client_balance.cli._broker import running_broker_address
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 
-__all__ = ["COMMANDS", "add_cluster_options", "add_parsers", "cluster_settings", "watch_seconds"]
+__all__ = [
+    "COMMANDS",
+    "add_cluster_options",
+    "add_parsers",
+    "add_watch_option",
+    "cluster_settings",
+    "watch_seconds",
+]
 
 _MAX_WATCH_S: Final = 86_400.0
 """The longest --watch period: a day (time.sleep overflows somewhere past 292 years)."""
@@ -78,15 +85,20 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status-topic", default=None, help="status topic, if not default")
 
 
+def add_watch_option(parser: argparse.ArgumentParser) -> None:
+    """``--watch [SECONDS]``: refresh a view until Ctrl-C."""
+    parser.add_argument(
+        "--watch", type=watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
+        help="refresh every SECONDS (> 0, default 2) until Ctrl-C",
+    )  # fmt: skip
+
+
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the operator commands to the ``client-balance`` parser."""
     status = commands.add_parser("status", help="members, partitions and lag of a group")
     status.add_argument("--group", required=True)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    status.add_argument(
-        "--watch", type=watch_seconds, nargs="?", const=2.0, default=None, metavar="SECONDS",
-        help="refresh every SECONDS (> 0, default 2) until Ctrl-C",
-    )  # fmt: skip
+    add_watch_option(status)
     add_cluster_options(status)
 
     groups = commands.add_parser("groups", help="client-balanced groups in the status topic")

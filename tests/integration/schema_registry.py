@@ -5,11 +5,11 @@ Schema Registry REST API under ``/apis/ccompat/v7``, the API confluent-kafka's
 ``SchemaRegistryClient`` speaks. Confluent's own registry is not on Maven Central, and
 Karapace is not on PyPI, so neither can be installed here.
 
-Its ``all`` archive is fetched with Maven once into ``~/.cache/client-balance/apicurio-registry-
-<version>/app`` (as the broker's jars are: a private folder renamed into place under a file
-lock), and it runs as ``java -jar quarkus-run.jar`` bound to 127.0.0.1 on a free port. It keeps
-its schemas in the session broker (``kafkasql`` storage: a journal topic of its own), so a
-registry stopped and started again on the same port still knows every schema id it gave out.
+Its runnable ``all`` archive (about 110 MB) is fetched with Maven once and unpacked into
+``~/.cache/client-balance/apicurio-registry-<version>/app``, as the broker's jars are: into a
+private folder renamed into place under a file lock. It runs as ``java -jar`` on 127.0.0.1 at a
+free port, and keeps its schemas in the session broker (``kafkasql`` storage: topics of its
+own), so a registry stopped and started again on the same port knows every id it gave out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tarfile
 import urllib.error
 import urllib.request
 import uuid
@@ -28,11 +29,12 @@ from pathlib import Path
 from client_balance._kafka import wait_until
 from client_balance.broker._jars import find_java
 
-APICURIO_VERSION = "3.3.3"
-"""The Apicurio Registry release the tests fetch."""
+APICURIO_VERSION = "3.0.9"
+"""The Apicurio Registry release the tests run: the newest whose archive Maven Central serves
+that runs on Java 17 (3.3.x needs Java 21)."""
 
 CCOMPAT_PATH = "/apis/ccompat/v7"
-_POM = Path(__file__).with_name("schema_registry_pom.xml")
+_ARCHIVE = "io.apicurio:apicurio-registry-app:{version}:tar.gz:all"
 _MAVEN_TIMEOUT_S = 900
 _START_TIMEOUT_S = 180.0
 _STOP_TIMEOUT_S = 30.0
@@ -49,44 +51,83 @@ def registry_home(version: str = APICURIO_VERSION) -> Path:
     return cache / "client-balance" / f"apicurio-registry-{version}"
 
 
+def runner_jar(app: Path) -> Path | None:
+    """The jar ``java -jar`` starts (Quarkus' legacy layout: ``*-runner.jar`` beside ``lib/``)."""
+    return next(iter(sorted(app.glob("*-runner.jar"))), None) if app.is_dir() else None
+
+
 def ensure_registry_app(version: str = APICURIO_VERSION) -> Path:
-    """The folder holding ``quarkus-run.jar``, fetched with Maven the first time."""
+    """The runner jar of ``version``, fetched with Maven and unpacked the first time."""
     home = registry_home(version)
-    app = home / "app"
-    if (app / "quarkus-run.jar").is_file():
-        return app
+    jar = runner_jar(home / "app")
+    if jar is not None:
+        return jar
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RegistryUnavailableError("'mvn' (Apache Maven) is not on PATH: cannot fetch it")
     home.mkdir(parents=True, exist_ok=True)
     with (home / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (app / "quarkus-run.jar").is_file():  # another session fetched it meanwhile
-            return app
-        build = home / f"build-{os.getpid()}"
+        jar = runner_jar(home / "app")
+        if jar is not None:  # another session fetched it meanwhile
+            return jar
         partial = home / f"app.partial-{os.getpid()}"
-        for folder in (build, partial):
-            shutil.rmtree(folder, ignore_errors=True)
-        build.mkdir()
-        shutil.copyfile(_POM, build / "pom.xml")
-        command = [
-            mvn, "-B", "-q", "-f", str(build / "pom.xml"), "package",
-            f"-Dapicurio.version={version}", f"-Dapp.dir={partial}",
-        ]  # fmt: skip
+        shutil.rmtree(partial, ignore_errors=True)
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S, check=False
-            )
-        finally:
-            shutil.rmtree(build, ignore_errors=True)
-        if done.returncode != 0 or not (partial / "quarkus-run.jar").is_file():
+            with tarfile.open(_fetch_archive(mvn, version, home)) as archive:
+                archive.extractall(partial, filter="data")
+        except (OSError, tarfile.TarError) as error:
             shutil.rmtree(partial, ignore_errors=True)
-            raise RegistryUnavailableError(
-                f"Maven could not fetch Apicurio Registry {version} (exit {done.returncode}):\n"
-                + _tail(done.stdout + done.stderr)
-            )
-        partial.rename(app)
-    return app
+            raise RegistryUnavailableError(f"its archive did not unpack: {error}") from error
+        if runner_jar(partial) is None:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise RegistryUnavailableError(f"no *-runner.jar in the archive of {version}")
+        partial.rename(home / "app")
+    jar = runner_jar(home / "app")
+    assert jar is not None  # just renamed into place
+    return jar
+
+
+def _fetch_archive(mvn: str, version: str, home: Path) -> Path:
+    """The archive in the local Maven repository, downloaded there if it is not yet.
+
+    ``dependency:get`` without transitive resolution: the archive's parent pom is not on Maven
+    Central for every release, and nothing but the archive itself is needed.
+    """
+    artifact = _ARCHIVE.format(version=version)
+    answer = home / f"repository-{os.getpid()}.txt"
+    for goal in (
+        ["dependency:get", f"-Dartifact={artifact}", "-Dtransitive=false"],
+        ["help:evaluate", "-Dexpression=settings.localRepository", f"-Doutput={answer}"],
+    ):
+        _maven(mvn, goal, version)
+    try:
+        repository = Path(answer.read_text().strip())
+    finally:
+        answer.unlink(missing_ok=True)
+    name = f"apicurio-registry-app-{version}-all.tar.gz"
+    archive = repository / "io" / "apicurio" / "apicurio-registry-app" / version / name
+    if not archive.is_file():
+        raise RegistryUnavailableError(f"Maven reported success, but {archive} is missing")
+    return archive
+
+
+def _maven(mvn: str, goal: list[str], version: str) -> None:
+    try:
+        done = subprocess.run(
+            [mvn, "-B", "-q", *goal], capture_output=True, text=True,
+            timeout=_MAVEN_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RegistryUnavailableError(
+            f"Maven did not finish {goal[0]} for Apicurio Registry {version} within "
+            f"{_MAVEN_TIMEOUT_S} s"
+        ) from None
+    if done.returncode != 0:
+        raise RegistryUnavailableError(
+            f"Maven could not {goal[0]} Apicurio Registry {version} (exit {done.returncode}):\n"
+            + _tail(done.stdout + done.stderr)
+        )
 
 
 class LocalSchemaRegistry:
@@ -101,33 +142,41 @@ class LocalSchemaRegistry:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def topics(self) -> list[str]:
+        """The Kafka topics it keeps its state in (its journal, snapshots and events)."""
+        return [self._journal, f"{self._journal}-snapshots", f"{self._journal}-events"]
+
+    @property
     def url(self) -> str:
         """What ``schema_registry_url`` and ``SchemaRegistryClient`` are given."""
         return f"http://127.0.0.1:{self._port}{CCOMPAT_PATH}"
 
     def start(self) -> LocalSchemaRegistry:
         """Start it (on the same port as before, if it ran already) and wait until it answers."""
-        app = ensure_registry_app()
+        jar = ensure_registry_app()
         java = find_java()
         properties = {
             "quarkus.http.host": "127.0.0.1",
             "quarkus.http.port": str(self._port),
-            "quarkus.http.non-application-root-path": "/q",
             "apicurio.storage.kind": "kafkasql",
             "apicurio.kafkasql.bootstrap.servers": self._bootstrap_servers,
-            "apicurio.kafkasql.topic": self._journal,
-            "apicurio.kafkasql.snapshots.topic": f"{self._journal}-snapshots",
-            "apicurio.events.kafka.topic": f"{self._journal}-events",
+            "apicurio.kafkasql.topic": self.topics[0],
+            "apicurio.kafkasql.snapshots.topic": self.topics[1],
+            "apicurio.events.kafka.topic": self.topics[2],
             "apicurio.storage.snapshot.location": str(self._log.parent),
         }
         command = [
             java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
             *(f"-D{name}={value}" for name, value in properties.items()),
-            "-jar", str(app / "quarkus-run.jar"),
+            "-jar", str(jar),
         ]  # fmt: skip
         with self._log.open("ab") as log:
             self._process = subprocess.Popen(
-                command, cwd=app, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                command,
+                cwd=jar.parent,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         process = self._process
 
@@ -146,12 +195,12 @@ class LocalSchemaRegistry:
         return self
 
     def answers(self) -> bool:
-        """Whether its Confluent API lists subjects."""
-        try:
-            with urllib.request.urlopen(f"{self.url}/subjects", timeout=2) as response:  # noqa: S310 - http on 127.0.0.1
-                return bool(response.status == 200)
-        except (OSError, urllib.error.URLError):
-            return False
+        """Whether it is ready: its storage has read its journal, and its Confluent API answers.
+
+        (Its HTTP port opens before the journal is read: schemas it knew would be missing.)
+        """
+        root = f"http://127.0.0.1:{self._port}"
+        return all(_ok(address) for address in (f"{root}/health/ready", f"{self.url}/subjects"))
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it has not gone within the stop timeout."""
@@ -170,6 +219,14 @@ class LocalSchemaRegistry:
         with contextlib.suppress(OSError):
             return _tail(self._log.read_text(errors="replace"))
         return "(no log)"
+
+
+def _ok(address: str) -> bool:
+    try:
+        with urllib.request.urlopen(address, timeout=2) as response:  # noqa: S310 - http on 127.0.0.1
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):  # refused while starting; 503 until ready
+        return False
 
 
 def _free_port() -> int:

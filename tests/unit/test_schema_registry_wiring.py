@@ -1,8 +1,8 @@
-"""The Schema Registry branch of "avro": confluent-kafka's deserializer, wired (no server here).
+"""The Schema Registry branch of "avro": confluent-kafka's deserializer, wired (edge cases).
 
 Needs the extra client-balance[schema-registry] (in the test extra). confluent-kafka's in-memory
-registry (``mock://``) stands in for a server; docs/deserializers.md says what that leaves
-untested.
+registry (``mock://``) stands in for a server here; tests/integration/test_schema_registry.py
+runs the same path against a real one, and docs/deserializers.md says what is left untested.
 """
 
 import json

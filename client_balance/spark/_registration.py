@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import NoReturn
 
+from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance._version import __version__
 from client_balance.errors import PartitionOccupiedError
@@ -190,9 +191,10 @@ class QueryMembership:
         if status.lease_ok():
             return
         status.report_soon()
-        deadline = time.monotonic() + self._settings.request_timeout_s
-        while not status.lease_ok() and time.monotonic() < deadline:
-            time.sleep(_LEASE_WAIT_POLL_S)
+        wait_until(
+            status.lease_ok, timeout_s=self._settings.request_timeout_s,
+            interval_s=_LEASE_WAIT_POLL_S,
+        )  # fmt: skip
 
     def _fenced(self, fenced: bool) -> None:
         if fenced:

@@ -23,7 +23,7 @@ from client_balance._kafka._errors import (
     timed_out,
 )
 from client_balance._kafka._metadata import topic_layouts
-from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, wait_until
+from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, call_while, wait_until
 from client_balance.errors import ConfigError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
@@ -43,6 +43,7 @@ __all__ = [
 
 _PROBE_GROUP = "__client_balance_probe"
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
+_UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PART
 _DENIED = frozenset(AUTHORIZATION_CODES)
 
 
@@ -327,10 +328,20 @@ def _config_of(
     admin: AdminClient, topic: str, keys: Iterable[str], timeout_s: float
 ) -> dict[str, str]:
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(
-        timeout=timeout_s
-    )
+
+    def ask() -> Any:
+        return admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(
+            timeout=timeout_s
+        )
+
+    # The metadata listed the topic, so "unknown" only says the broker answering has not
+    # caught up yet (it restarted a moment ago): ask again within the time given.
+    entries = call_while(ask, failing_with=_unknown_topic, timeout_s=timeout_s)
     return {key: str(entries[key].value or "") for key in keys if key in entries}
+
+
+def _unknown_topic(error: BaseException) -> bool:
+    return isinstance(error, KafkaException) and error.args[0].code() == _UNKNOWN_TOPIC
 
 
 def wait_for_brokers(

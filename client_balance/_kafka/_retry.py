@@ -31,6 +31,7 @@ __all__ = [
     "METADATA_POLL_S",
     "TRANSIENT_RETRY_S",
     "call_until_transient_passes",
+    "call_while",
     "retry_immediately",
     "wait_until",
 ]
@@ -105,6 +106,27 @@ def call_until_transient_passes(
         retry=retry_if_exception(
             lambda error: isinstance(error, ClientBalanceError) and is_transient(error)
         ),
+        reraise=True,
+    )
+    return retrying(call)
+
+
+def call_while(
+    call: Callable[[], _T],
+    *,
+    failing_with: Callable[[BaseException], bool],
+    timeout_s: float,
+    interval_s: float = METADATA_POLL_S,
+) -> _T:
+    """Make ``call``, again while it fails with an error ``failing_with`` accepts.
+
+    For up to ``timeout_s``; any other error, and the last accepted one when the time is up,
+    is raised.
+    """
+    retrying = Retrying(
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(interval_s),
+        retry=retry_if_exception(failing_with),
         reraise=True,
     )
     return retrying(call)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from client_balance._kafka import _admin
 from client_balance.errors import KafkaClientError
@@ -74,3 +75,48 @@ def test_a_given_admin_client_is_asked_even_though_it_is_falsy(
         _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
                             kafka=None, timeout_s=0.1, admin=given)  # type: ignore[arg-type]  # fmt: skip
     assert given.asked == ["status"]
+
+
+class _JustRestartedAdmin(_SilentAdmin):
+    """A cluster whose metadata lists the topic while the broker asked does not know it yet.
+
+    That broker restarted a moment ago and has not caught up.
+    """
+
+    def __init__(self, unknown_answers: int) -> None:
+        self.unknown_answers = unknown_answers
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> Any:
+        """UNKNOWN_TOPIC_OR_PART ``unknown_answers`` times, then the config."""
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if self.unknown_answers:
+            self.unknown_answers -= 1
+            answer.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+        else:
+            answer.set_result({"cleanup.policy": SimpleNamespace(value="compact")})
+        return {resources[0]: answer}
+
+
+def test_a_topic_unknown_to_a_just_restarted_broker_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ensure_topic retries a config query answered UNKNOWN_TOPIC_OR_PART for a listed topic.
+
+    Seen in the 3-broker test that kills the status topic's leader: a worker restarted at once
+    failed its start with UNKNOWN_TOPIC_OR_PART from the broker that had just come back.
+    """
+    monkeypatch.setattr(_admin, "admin_client", lambda *args: _JustRestartedAdmin(2))
+    state = _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+                                kafka=None, timeout_s=5.0)  # fmt: skip
+    assert state.config == {"cleanup.policy": "compact"}
+
+
+def test_a_topic_that_stays_unknown_fails_with_the_brokers_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config query answered UNKNOWN_TOPIC_OR_PART until the time is up raises that error."""
+    monkeypatch.setattr(_admin, "admin_client", lambda *args: _JustRestartedAdmin(10**6))
+    with pytest.raises(KafkaClientError, match=r"UNKNOWN_TOPIC_OR_PART|Unknown topic") as failed:
+        _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+                            kafka=None, timeout_s=0.3)  # fmt: skip
+    assert failed.value.kafka_code == KafkaError.UNKNOWN_TOPIC_OR_PART

@@ -57,6 +57,7 @@ from client_balance._kafka._offsets import (
     offsets_for_times,
     offsets_for_timestamps,
     partition_offsets,
+    read_committed,
     read_starts,
 )
 from client_balance._kafka._ranges import read_ranges
@@ -113,6 +114,7 @@ __all__ = [
     "partition_leader",
     "partition_offsets",
     "producer_client",
+    "read_committed",
     "read_ranges",
     "read_starts",
     "reader_client",

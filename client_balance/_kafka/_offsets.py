@@ -18,6 +18,7 @@ __all__ = [
     "offsets_for_times",
     "offsets_for_timestamps",
     "partition_offsets",
+    "read_committed",
     "read_starts",
 ]
 
@@ -167,10 +168,7 @@ def read_starts(
         ]
     except KafkaException:
         edges = [[], []]  # each partition is asked on its own below
-    try:
-        answers = consumer.committed([kafka_tp(tp) for tp in partitions], timeout=timeout_s)
-    except KafkaException as error:
-        raise from_kafka_exception(error, doing) from error
+    committed = read_committed(consumer, partitions, timeout_s)
     low, high = ({(t.topic, t.partition): t.offset for t in e if t.error is None} for e in edges)
     ranges = {}
     for tp in partitions:
@@ -184,8 +182,18 @@ def read_starts(
             ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
         except KafkaException as error:
             raise from_kafka_exception(error, doing) from error
-    committed = {
+    return ranges, committed
+
+
+def read_committed(
+    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each partition (one OffsetFetch); None: none committed."""
+    try:
+        answers = consumer.committed([kafka_tp(tp) for tp in partitions], timeout=timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, "reading the group's committed offsets") from error
+    return {
         TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
         for tp in answers
     }
-    return ranges, committed

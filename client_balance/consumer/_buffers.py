@@ -82,6 +82,9 @@ class HeldPartition:
     """Offsets retention deleted before they were delivered (see ``_retention``)."""
     announced: bool = True
     """False from ``hold`` until ``announce``: its ``on_assigned`` hook has not run yet."""
+    fetched_ahead: tuple[int, int] | None = None
+    """(low, high) watermarks read when it was fetched ahead of its claim (``_starts``); None
+    once held. Such a partition is not held yet: nothing of it is handed out or committed."""
 
     def positions(self) -> Positions:
         """Where it stands now."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -33,7 +33,6 @@ from client_balance._kafka import (
     fetch_client,
     from_kafka_exception,
     kafka_tp,
-    read_starts,
 )
 from client_balance._logging import get_logger
 from client_balance._timing import Deadline
@@ -48,6 +47,7 @@ from client_balance.consumer._client import ClientGate
 from client_balance.consumer._commits import Committer
 from client_balance.consumer._retention import restart_out_of_range
 from client_balance.consumer._shelf import Shelf
+from client_balance.consumer._starts import StartChooser, Starter
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
@@ -56,8 +56,6 @@ __all__ = ["Batch", "Fetcher", "Positions", "StartChooser"]
 
 _log = get_logger("fetch")
 
-StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
-"""(partition, committed or None, low, high) -> (start offset, commit it now)."""
 _T = TypeVar("_T")
 _Sink = Callable[[str], None]
 """Where librdkafka's statistics documents go (a JSON text each)."""
@@ -92,6 +90,10 @@ class Fetcher:
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
             may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - replaced after __init__
         )  # fmt: skip
+        self._starter = Starter(
+            self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
+            commits=self._commits, timeout_s=self._timeout_s,
+        )  # fmt: skip
         self._last_caller_fetch_s = 0.0
         self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
@@ -119,9 +121,9 @@ class Fetcher:
             raise from_kafka_exception(error, "querying metadata") from error
 
     def held(self) -> set[TopicPartition]:
-        """The partitions currently held."""
+        """The partitions currently held (not those only fetched ahead)."""
         with self._lock:
-            return set(self._held)
+            return {tp for tp, state in self._held.items() if state.fetched_ahead is None}
 
     def hold(
         self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser
@@ -129,43 +131,33 @@ class Fetcher:
         """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
 
         One step under the client lock: watermarks, one committed-offsets query, one commit of
-        the starts to commit, one ``incremental_assign``. Returns each partition's start; its
-        batches wait for :meth:`announce`.
+        the starts to commit, one ``incremental_assign`` (``_starts``). Returns each partition's
+        start; its batches wait for :meth:`announce`.
         """
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:
             return {}
-        return self._gate.call(lambda: self._hold(wanted, choose_start))
+        return self._gate.call(lambda: self._starter.hold(wanted, choose_start))
 
-    def _hold(
-        self,
-        wanted: Mapping[TopicPartition, frozenset[str] | None],
-        choose_start: StartChooser,
-    ) -> dict[TopicPartition, int]:
-        consumer = self._consumer
-        ranges, committed = read_starts(consumer, wanted, self._timeout_s)
-        states, to_commit = [], []
-        for partition, filters in wanted.items():
-            low, high = ranges[partition]
-            start, commit_now = choose_start(partition, committed.get(partition), low, high)
-            state = HeldPartition(
-                partition, filters, start, committed.get(partition), high=high, announced=False
-            )
-            states.append(state)
-            if commit_now:
-                to_commit.append(state)
-        if to_commit:
-            self._commits.commit(to_commit)
+    def fetch_ahead(
+        self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser
+    ) -> None:
+        """Fetch partitions expected to be held, before their claim (``_starts``)."""
         with self._lock:
-            for state in states:
-                self._held[state.partition] = state
-        assigned = [kafka_tp(s.partition, s.confirmed) for s in states]
-        self.shelf.topics_assigned.update(s.partition.topic for s in states)
-        consumer.incremental_assign(assigned)
-        # librdkafka keeps a partition's pause across unassign and assign: one paused (full
-        # buffer) when it was last released would never be fetched again.
-        consumer.resume(assigned)
-        return {state.partition: state.confirmed for state in states}
+            wanted = {tp: f for tp, f in requests.items() if tp not in self._held}
+        if wanted:
+            self._gate.call(lambda: self._starter.ahead(wanted, choose_start))
+
+    @contextlib.contextmanager
+    def dropping_ahead(self) -> Iterator[None]:
+        """On the way out, stop fetching what was fetched ahead and is not held by then."""
+        try:
+            yield
+        finally:
+            with self._lock:
+                ahead = [s for s in self._held.values() if s.fetched_ahead is not None]
+            if ahead:
+                self._gate.call(lambda: self._starter.forget(ahead))
 
     def announce(self, partitions: Iterable[TopicPartition]) -> None:
         """Let batches of partitions just held go out (``hold`` keeps them back until then)."""
@@ -175,6 +167,7 @@ class Fetcher:
                 if state.buffer and state.batch is None:
                     self._ready.append(state.partition)
             self._lock.notify_all()
+        self._wake.set()  # the fetch thread kept off them until now (``Shelf.may_fetch``)
 
     def quiesce(
         self, partitions: Iterable[TopicPartition], wait_s: float
@@ -210,8 +203,7 @@ class Fetcher:
 
     def offsets(self) -> list[Positions]:
         """Where every held partition stands."""
-        with self._lock:
-            return [state.positions() for state in self._held.values()]
+        return [state.positions() for state in self._states()]
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
@@ -227,7 +219,7 @@ class Fetcher:
                 left = deadline.left_s()
                 if left <= 0 or self._stopping.is_set():
                     return why_nothing(self._held.values())
-                fetching = self.shelf.may_fetch()
+                fetching = self.shelf.may_fetch(for_caller=True)
                 released = self._gate.releases
             taken: list[Batch] = []
             fetch = partial(self._fetch_once, min(left, _CALLER_CONSUME_WAIT_S), taken)
@@ -285,7 +277,7 @@ class Fetcher:
 
     def _states(self) -> list[HeldPartition]:
         with self._lock:
-            return list(self._held.values())
+            return [state for state in self._held.values() if state.fetched_ahead is None]
 
     def _fetch_once(self, wait_s: float, taken: list[Batch] | None = None) -> None:
         """``consume()`` and share out; a caller's ``taken`` gets the first batch it can have."""

@@ -20,6 +20,7 @@ from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._starts import StartRules
 from client_balance.consumer._targets import TargetPlanner
 from client_balance.consumer._throttle import RefusedConnects
 from client_balance.errors import (
@@ -142,25 +143,13 @@ class PartitionKeeper:
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         for partition in wanted:
             self._meta.check_registrable(partition, shown_key or str(partition))
-
-        def choose_start(
-            partition: TopicPartition, committed: int | None, low: int, high: int
-        ) -> tuple[int, bool]:
-            offset = wanted[partition]
-            if partition in self._from_log_start:
-                return low, True
-            if offset >= 0:
-                return min(max(offset, low), high), True
-            if committed is None:
-                # Committed at once: a crash before the first confirm must not let the next
-                # holder resolve "latest" again, later, and skip what arrived meanwhile.
-                return (low if self._from_earliest(partition) else high), True
-            return min(max(committed, low), high), False
-
         claimed = self._claim(wanted, shown_key)
         topics = self._member.topics
         try:
-            starts = self._fetcher.hold({tp: topics[tp.topic] for tp in claimed}, choose_start)
+            starts = self._fetcher.hold(
+                {tp: topics[tp.topic] for tp in claimed},
+                StartRules(wanted, frozenset(self._from_log_start), self._from_earliest),
+            )
             if starts:
                 _log.info("partitions registered", starts={str(tp): o for tp, o in starts.items()})
         finally:
@@ -173,6 +162,13 @@ class PartitionKeeper:
             self.hooks.assigned({self._meta.key(tp): start for tp, start in starts.items()})
         finally:
             self._fetcher.announce(starts)
+
+    def fetch_ahead(self) -> None:
+        """Fetch the share a node expects while it still joins (``_starts``); best effort."""
+        expected = self.planner.expected(self._meta.snapshot())
+        topics = self._member.topics
+        rules = StartRules(expected, frozenset(), self._from_earliest)
+        self._fetcher.fetch_ahead({tp: topics[tp.topic] for tp in sorted(expected)}, rules)
 
     def _claim(
         self, wanted: Mapping[TopicPartition, int], shown_key: str | None
@@ -261,7 +257,7 @@ class PartitionKeeper:
     # ------------------------------------------------------------------ the round
     def round(self, full: bool = True) -> None:
         """One reconcile round (module docstring of ``_reconcile``); light unless ``full``."""
-        with self._lock:
+        with self._lock, self._fetcher.dropping_ahead():
             self.hooks.round_number += 1
             self._report_lost()
             if self.stopping or self.halted is not None:

@@ -157,7 +157,13 @@ def launch(
     try:
         # One admin client for every question of the member (group, status topic, metadata):
         # each new client opens its own connections, round trips before the first message.
-        admin = admin_client(settings.bootstrap_servers, settings.admin_config())
+        # It connects to every broker at once: with sparse connections librdkafka drops the
+        # bootstrap connection after the first metadata and holds the next one back for 10 ms,
+        # which every question of start() waited out (docs/design-decisions.md).
+        admin = admin_client(
+            settings.bootstrap_servers,
+            {"enable.sparse.connections": False, **settings.admin_config()},
+        )
         meta = MetaCache.of(settings, setup.topics, fetcher.metadata, admin)
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written
@@ -172,11 +178,11 @@ def launch(
                 keeper.lose_all()
             reconciler.wake()
 
-        # The first meta set while the group is joined. A daemon thread, waited for only if
-        # joining succeeds: a refused login must fail start() at once, not after the query's
-        # timeout.
+        # The first meta set while the group is joined, and a node's share fetched ahead. A
+        # daemon thread, waited for only if joining succeeds: a refused login must fail
+        # start() at once, not after the query's timeout.
         prefetch = threading.Thread(
-            target=_prefetch, args=(meta,), name="client-balance-prefetch", daemon=True
+            target=_prefetch, args=(meta, keeper), name="client-balance-prefetch", daemon=True
         )
         prefetch.start()
         status = join_group(
@@ -219,8 +225,13 @@ def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
     ]
 
 
-def _prefetch(meta: MetaCache) -> None:
+def _prefetch(meta: MetaCache, keeper: PartitionKeeper) -> None:
     try:
         meta.prefetch()
     except ClientBalanceError as error:  # the first round asks again, and reports it
         _log.info("metadata not ready at start", error=str(error))
+        return
+    try:  # a node's share is known now: fetch it while the member joins (``_starts``)
+        keeper.fetch_ahead()
+    except ClientBalanceError as error:  # the first round starts them as it would anyway
+        _log.info("could not fetch ahead", error=str(error))

@@ -52,9 +52,20 @@ class Shelf:
         self.lease_ok: Callable[[], bool] = lambda: True
         self._tokens = itertools.count(1)
 
-    def may_fetch(self) -> bool:
-        """Whether a fetch could buffer anything now."""
-        return self.budget.has_room() and any(not s.paused for s in self._held.values())
+    def may_fetch(self, *, for_caller: bool = False) -> bool:
+        """Whether a fetch could buffer anything now; ``for_caller``: hand anything out now.
+
+        Partitions not announced yet (fetched ahead of their claim, ``_starts``) are fetched
+        only until one of them has a batch waiting, which is all the first message needs:
+        the rest waits in librdkafka's queue, where it costs no Python objects and no CPU
+        taken from the threads joining the group. A caller does not fetch for them at all.
+        """
+        if not self.budget.has_room():
+            return False
+        states = self._held.values()
+        if any(not s.paused and s.announced for s in states):
+            return True
+        return not for_caller and not any(s.buffer for s in states) and bool(states)
 
     def fetch_count(self) -> int:
         """How many messages the next ``consume()`` may ask for."""

@@ -128,11 +128,7 @@ class TargetPlanner:
         elif member.mode is GroupMode.ELASTIC and status is not None:
             target = self._elastic_target(status, meta)
         elif member.mode is GroupMode.NODE:
-            strategy = get_strategy(member.strategy_name)
-            share = node_share(
-                strategy, partition_counts(meta), member.source_count, member.node_id
-            )
-            target = dict.fromkeys(share, RESUME_OFFSET)
+            target = self._node_share(meta)
         else:
             target = dict.fromkeys((tp for tp in held if tp in meta), RESUME_OFFSET)
         for partition in others:
@@ -140,6 +136,27 @@ class TargetPlanner:
         target.update(self.pins())
         self._previous = target
         return dict(target)
+
+    def expected(self, meta: Mapping[TopicPartition, PartitionMeta]) -> dict[TopicPartition, int]:
+        """What a node expects to hold before it knows its group: its share and its own pins.
+
+        Only partitions that can be read now. Empty for any other member: what it holds
+        depends on the group (or on its callback).
+        """
+        member = self._member
+        if member.assigner is not None or member.mode is not GroupMode.NODE:
+            return {}
+        expected = self._node_share(meta)
+        expected.update(self.pins())
+        return {tp: o for tp, o in expected.items() if tp in meta and meta[tp].subscribable}
+
+    def _node_share(
+        self, meta: Mapping[TopicPartition, PartitionMeta]
+    ) -> dict[TopicPartition, int]:
+        member = self._member
+        strategy = get_strategy(member.strategy_name)
+        share = node_share(strategy, partition_counts(meta), member.source_count, member.node_id)
+        return dict.fromkeys(share, RESUME_OFFSET)
 
     def _ask_assigner(
         self,

@@ -13,7 +13,7 @@ from confluent_kafka import Message
 
 from client_balance import ClientBalanceSettings
 from client_balance._kafka._clients import fetch_queue_kbytes
-from client_balance.consumer import _fetch
+from client_balance.consumer import _fetch, _starts
 from client_balance.consumer._buffers import ByteBudget, HeldPartition, split_runs
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._shelf import Shelf
@@ -152,7 +152,7 @@ def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
         _fetch, "fetch_client", lambda settings, on_error, statistics=None: _FakeClient(backlog)
     )
     monkeypatch.setattr(
-        _fetch, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 31)}, {})
+        _starts, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 31)}, {})
     )
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9", group_id="g", max_buffered_bytes=64 * KIB,

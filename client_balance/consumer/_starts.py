@@ -1,0 +1,177 @@
+"""Where held partitions start, and fetching ahead of the claim while a node joins.
+
+Holding a partition reads its watermarks and the group's committed offset, picks the start
+(``StartChooser``), commits it where the rules say so, and assigns it to the client. Its
+batches wait for ``announce``.
+
+**Fetching ahead.** A node's share follows from the metadata alone, so while the member still
+joins the status topic (round trips of tens of milliseconds) it can read where each partition
+of that share starts and fetch it already. Nothing of such a partition is handed out or
+committed before it is claimed and held: ``hold`` first asks the group's committed offsets
+again, and keeps what was fetched only where the start it would choose now is the one it
+fetched from. Any other partition fetched ahead (a claim lost, a commit made meanwhile) is
+unassigned and its messages dropped, and, if it is to be held, it starts again from where it
+should. Fetching ahead moves the first fetch earlier; it never changes what is delivered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from client_balance._kafka import Consumer, kafka_tp, read_committed, read_starts
+from client_balance._logging import get_logger
+from client_balance.consumer._buffers import HeldPartition
+from client_balance.consumer._commits import Committer
+from client_balance.consumer._shelf import Shelf
+from client_balance.keys import TopicPartition
+
+__all__ = ["StartChooser", "StartRules", "Starter"]
+
+_log = get_logger("fetch")
+
+StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
+"""(partition, committed or None, low, high) -> (start offset, commit it now)."""
+Requests = Mapping[TopicPartition, "frozenset[str] | None"]
+"""Partitions to start, each with its header filters (None: every message)."""
+
+
+@dataclass(frozen=True)
+class StartRules:
+    """Where each partition of ``wanted`` (-> bootstrap offset) starts; a ``StartChooser``.
+
+    A log start (``from_log_start``: its topic was created again) or a bootstrap offset
+    (>= 0) wins and is committed; else the group's committed offset; else the start position
+    (``from_earliest``), committed at once too.
+    """
+
+    wanted: Mapping[TopicPartition, int]
+    from_log_start: frozenset[TopicPartition]
+    from_earliest: Callable[[TopicPartition], bool]
+
+    def __call__(
+        self, partition: TopicPartition, committed: int | None, low: int, high: int
+    ) -> tuple[int, bool]:
+        """(start offset, commit it now) of ``partition``, from what Kafka says."""
+        offset = self.wanted[partition]
+        if partition in self.from_log_start:
+            return low, True
+        if offset >= 0:
+            return min(max(offset, low), high), True
+        if committed is None:
+            # Committed at once: a crash before the first confirm must not let the next holder
+            # resolve "latest" again, later, and skip what arrived meanwhile.
+            return (low if self.from_earliest(partition) else high), True
+        return min(max(committed, low), high), False
+
+
+class Starter:
+    """Starts partitions on the fetcher's client; every method runs holding the client lock."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        *,
+        held: dict[TopicPartition, HeldPartition],
+        lock: threading.Condition,
+        shelf: Shelf,
+        commits: Committer,
+        timeout_s: float,
+    ) -> None:
+        self._consumer = consumer
+        self._held = held
+        self._lock = lock
+        self._shelf = shelf
+        self._commits = commits
+        self._timeout_s = timeout_s
+
+    def ahead(self, wanted: Requests, choose_start: StartChooser) -> None:
+        """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it."""
+        ranges, committed = read_starts(self._consumer, wanted, self._timeout_s)
+        states = []
+        for partition, filters in wanted.items():
+            low, high = ranges[partition]
+            start, _ = choose_start(partition, committed.get(partition), low, high)
+            state = HeldPartition(
+                partition, filters, start, committed.get(partition),
+                high=high, announced=False, fetched_ahead=(low, high),
+            )  # fmt: skip
+            states.append(state)
+        self._assign(states)
+        _log.debug("fetching ahead of the claim", partitions=[str(s.partition) for s in states])
+
+    def hold(self, wanted: Requests, choose_start: StartChooser) -> dict[TopicPartition, int]:
+        """Start ``wanted`` (adopting what was fetched ahead where it still stands); starts."""
+        kept, to_commit = self._adopt(wanted, choose_start)
+        fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
+        states = []
+        if fresh:
+            ranges, committed = read_starts(self._consumer, fresh, self._timeout_s)
+            for partition, filters in fresh.items():
+                low, high = ranges[partition]
+                start, commit_now = choose_start(partition, committed.get(partition), low, high)
+                state = HeldPartition(
+                    partition, filters, start, committed.get(partition), high=high,
+                    announced=False,
+                )  # fmt: skip
+                states.append(state)
+                if commit_now:
+                    to_commit.append(state)
+        if to_commit:
+            self._commits.commit(to_commit)
+        with self._lock:
+            for state in kept.values():
+                state.fetched_ahead = None
+        self._assign(states)
+        return {state.partition: state.confirmed for state in [*kept.values(), *states]}
+
+    def forget(self, states: Sequence[HeldPartition]) -> None:
+        """Stop fetching partitions fetched ahead, dropping what was fetched of them."""
+        with self._lock:
+            for state in states:
+                if self._held.get(state.partition) is state:
+                    del self._held[state.partition]
+                    self._shelf.drop(state)
+        self._consumer.incremental_unassign([kafka_tp(state.partition) for state in states])
+
+    def _adopt(
+        self, wanted: Requests, choose_start: StartChooser
+    ) -> tuple[dict[TopicPartition, HeldPartition], list[HeldPartition]]:
+        """Of ``wanted``'s partitions fetched ahead: those kept, and those of them to commit."""
+        with self._lock:
+            ahead = [
+                state
+                for tp in wanted
+                if (state := self._held.get(tp)) is not None and state.fetched_ahead is not None
+            ]
+        if not ahead:
+            return {}, []
+        committed = read_committed(self._consumer, [s.partition for s in ahead], self._timeout_s)
+        kept, to_commit, wrong = {}, [], []
+        for state in ahead:
+            low, high = state.fetched_ahead or (0, 0)
+            now = committed.get(state.partition)
+            start, commit_now = choose_start(state.partition, now, low, high)
+            if now != state.committed or start != state.confirmed:
+                wrong.append(state)  # the group moved meanwhile: start again, from the right place
+                continue
+            kept[state.partition] = state
+            if commit_now:
+                to_commit.append(state)
+        if wrong:
+            self.forget(wrong)
+        return kept, to_commit
+
+    def _assign(self, states: Sequence[HeldPartition]) -> None:
+        if not states:
+            return
+        with self._lock:
+            for state in states:
+                self._held[state.partition] = state
+        assigned = [kafka_tp(s.partition, s.confirmed) for s in states]
+        self._shelf.topics_assigned.update(s.partition.topic for s in states)
+        self._consumer.incremental_assign(assigned)
+        # librdkafka keeps a partition's pause across unassign and assign: one paused (full
+        # buffer) when it was last released would never be fetched again.
+        self._consumer.resume(assigned)

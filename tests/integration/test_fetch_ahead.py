@@ -1,0 +1,52 @@
+"""Fetching ahead of the claim (consumer/_starts.py) never delivers or commits what it may not."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+
+from client_balance import ClientBalanceConsumer, NoMessageError
+from tests.integration.workers import produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_partition_another_member_pinned_is_fetched_ahead_but_never_delivered(
+    caplog: pytest.LogCaptureFixture,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """Node 0 expects partition 0 and fetches it while joining; node 1's pin keeps it out.
+
+    Node 0 delivers nothing of it, commits nothing for it, and node 1 then reads all of it
+    from offset 0: the messages node 0 fetched ahead went nowhere.
+    """
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 40, partitions=2)
+    node1 = make_member(commit="sync")
+    node1.start([topic], 2, 1, pinned={f"{topic}:0": 0})
+    assigned: list[str] = []
+    node0 = ClientBalanceConsumer(node1.settings, on_assigned=assigned.extend)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="client_balance.fetch"):
+            node0.start([topic], 2, 0)
+        ahead = [r.getMessage() for r in caplog.records if "ahead" in r.getMessage()]
+        assert ahead == ["fetching ahead of the claim"]
+        with pytest.raises(NoMessageError) as nothing:
+            node0.get_message(timeout_s=3.0)
+        assert nothing.value.code == NoMessageError.NO_PARTITION
+        assert node0.registered_partitions() == set()
+    finally:
+        node0.shutdown()
+    assert assigned == []
+    offsets: dict[int, list[int]] = {0: [], 1: []}
+    wait_until(lambda: len(node1.registered_partitions()) == 2, 30, "node 1 holds both")
+    while len(offsets[0]) + len(offsets[1]) < 40:
+        batch = node1.get_message(timeout_s=30)
+        offsets[batch.partition] += [m.offset() or 0 for m in batch.messages]
+        node1.confirm(batch.confirm_context)
+    assert offsets[0] == list(range(20))
+    assert offsets[1] == list(range(20))

@@ -12,20 +12,19 @@ Every record carries the broker's log-append time, and all records of a group si
 partition of the topic, so every reader applies the same records in the same order with the
 same clock. :class:`GroupState` decides each claim when it applies it: the claim wins unless
 another member holds the partition and is alive at the claim's timestamp (its last record is
-at most its lease old). Every reader therefore reaches the same verdict on every claim, and a
-claimant learns its verdict by reading its own claim back. Compaction keeps the last record
-per key, which is all the verdicts need: a holder's claim, and its last report (for its lease).
+at most its lease old). Every reader thus reaches the same verdict on every claim; a claimant
+learns its verdict by reading its own claim back. Compaction keeps the last record per key,
+which is all the verdicts need: a holder's claim, and its last report (for its lease).
 
-Anyone who can write the topic can write anything, so a record of the group that does not
-validate (``_report.py``) is skipped and counted, never raised; with ``status_secret`` the
-reader passes only validly signed records on (``_signing.py``) and :meth:`GroupState.reject`
-the others.
+A record of the group that does not validate (``_report.py``) is skipped and counted, never
+raised; with ``status_secret`` only validly signed records are applied (``_signing.py``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 
 from client_balance.keys import TopicPartition
 from client_balance.membership._report import HeldPartition, MemberReport, is_claim_value
@@ -45,6 +44,12 @@ __all__ = [
 DEFAULT_LEASE_MS = 30_000
 """Lease of a member whose report was never seen (a claim written before any report)."""
 _MEMBER, _CLAIM = "member", "claim"
+
+
+@cache
+def _quoted(group: str) -> bytes:
+    """``group`` as every key of it spells it: records without it are another group's."""
+    return json.dumps(group).encode()
 
 
 def member_key(group: str, consumer_id: str) -> bytes:
@@ -82,8 +87,7 @@ def parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None] 
 
 
 MALFORMED, UNSIGNED, REPLAYED = "malformed", "unsigned", "replayed"
-"""Why a record of the group was skipped: it does not validate; it has no valid signature (a
-reader with ``status_secret``); it is a copy of a signed record already applied."""
+"""Why a record of the group was skipped: invalid; no valid signature; a signed record again."""
 
 
 @dataclass
@@ -96,9 +100,7 @@ class _Member:
 
     @property
     def lease_ms(self) -> int:
-        if self.report is None:
-            return DEFAULT_LEASE_MS
-        return int(self.report.lease_timeout_s * 1000)
+        return DEFAULT_LEASE_MS if self.report is None else int(self.report.lease_timeout_s * 1000)
 
 
 @dataclass(frozen=True)
@@ -200,10 +202,11 @@ class GroupState:
     ) -> bool:
         self.position = max(self.position, offset + 1)
         self.last_ms = max(self.last_ms, timestamp_ms)
+        if key is None or _quoted(self.group) not in key:  # the status topic is shared:
+            return False  # most of it is other groups', told apart without parsing JSON
         parsed = parse_key(key)
         if parsed is None or parsed[1] != self.group:
             return False
-        assert key is not None  # noqa: S101 - parse_key named a record of the group
         kind, _, consumer_id, partition = parsed
         if kind == _MEMBER:
             return self._apply_report(key, consumer_id, value, offset, timestamp_ms, signed=signed)

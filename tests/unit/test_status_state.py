@@ -125,6 +125,29 @@ def test_other_groups_records_are_ignored() -> None:
     assert log.state.position == 2
 
 
+def test_groups_whose_names_contain_each_other_stay_apart() -> None:
+    """Records of "billing-eu", "xbilling" and a consumer id quoting the group do not count."""
+    log = Log()
+    for other in (f"{GROUP}-eu", f"x{GROUP}", f'"{GROUP}"'):
+        log.add(member_key(other, "x"), report("x"), 0)
+        log.add(claim_key(other, P0, "x"), b"{}", 0)
+    log.add(member_key("other", f'"{GROUP}", '), report(f'"{GROUP}", '), 0)
+    assert log.state.members == {}
+    assert log.state.holders == {}
+    log.add(member_key(GROUP, "a"), report("a"), 0)
+    assert log.state.members.keys() == {"a"}
+
+
+def test_another_groups_record_still_moves_the_clock_and_ends_a_lease() -> None:
+    """Skipped unparsed, a foreign record still advances position and time: a lapse shows."""
+    state = GroupState(GROUP)
+    assert state.apply(member_key(GROUP, "a"), report("a", lease_s=10), 0, 1_000)
+    assert state.apply(member_key("other", "x"), report("x"), 1, 12_000)  # a lapsed by then
+    assert state.position == 2
+    assert state.last_ms == 12_000
+    assert state.live_reports() == {}
+
+
 def test_join_order_survives_compaction() -> None:
     """A later report carries its member's first offset, so join order holds after compaction."""
     log = Log()

@@ -183,7 +183,8 @@ class PartitionKeeper:
         if self.status is None or not fresh:
             return fresh
         if shown_key is None:  # a round leaves what others hold to the round they free it in
-            fresh = {tp: o for tp, o in fresh.items() if tp in self.status.claimable(fresh)}
+            claimable = self.status.claimable(fresh)  # once: it reads the whole group view
+            fresh = {tp: o for tp, o in fresh.items() if tp in claimable}
         verdicts = self.status.claim(fresh)
         lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
         if lost and shown_key is not None:

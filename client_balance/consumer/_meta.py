@@ -38,6 +38,7 @@ class MetaCache:
         query: Callable[[], Any],
         topic_ids: Callable[[Iterable[str]], dict[str, str]],
         watermarks: Callable[[Iterable[TopicPartition]], dict[TopicPartition, tuple[int, int]]],
+        *,
         clock: Callable[[], float] = time.monotonic,
         warm: Callable[[], object] | None = None,
     ) -> None:

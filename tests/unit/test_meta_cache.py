@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 
 from client_balance._kafka import AdminClient
 from client_balance.consumer._meta import MetaCache
-from client_balance.settings import ClientBalanceSettings
 from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
 
 
 def _metadata(partitions: int) -> Any:
@@ -55,7 +56,7 @@ class _Admin:
 
 def test_the_fetching_client_is_asked_only_when_partitions_or_leaders_change() -> None:
     """Rounds ask the admin client; the fetching client (behind its long poll) only on change."""
-    fetching: list[list[str]] = []
+    fetching: list[Sequence[str]] = []
     admin = _Admin([1, 1])
     settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="orders-app")
     meta = MetaCache.of(settings, {"orders": None}, fetching.append, cast(AdminClient, admin))

@@ -11,13 +11,15 @@ No peer: these lines measure us against ourselves at growing sizes (``"peer": nu
   measured one too, so each round runs the sticky strategy over all of them. ``--mode node``:
   they are nodes 1..N of ``N + 1`` with the same topics and strategy, the measured one node 0.
 - ``partitions-*``: one member alone in node mode, node 0 of ``--nodes`` (it holds a
-  ``1/nodes`` share), over 100 .. 15,000 (``--partitions``) partitions with one message each.
-  KRaft refuses a CreateTopics of 10,000+ records ("excessively large batch"), so sizes above
-  5,000 are topics of 5,000 partitions. A broker keeps one open file and two mmaps per
-  partition: with ``ulimit -n`` 20,000 (a hard limit here) one LocalKafka stops near 19,000
-  partitions, and ``vm.max_map_count`` 65,530 would stop it near 32,000 (``--broker-nofile``
-  raises the broker's limit where the process may). 100,000 needs a cluster with those raised
-  (``CLIENT_BALANCE_BOOTSTRAP_SERVERS``).
+  ``1/nodes`` share), over 100 .. 100,000 (``--partitions``) partitions with one message each.
+  KRaft refuses a CreateTopics of 10,000+ records ("excessively large batch"), so sizes from
+  5,000 on are topics of 5,000 partitions, shared between sizes. A broker keeps one open file
+  and two mmaps per partition: with ``ulimit -n`` 20,000 (a hard limit here) one broker stops
+  near 19,000 partitions, and ``vm.max_map_count`` 65,530 would stop it near 32,000. Both are
+  limits per process, so the series runs on a LocalKafka cluster of ``--brokers`` nodes
+  (default: one per ``BROKER_PARTITIONS`` of the largest point, 8 for 100,000), every node a
+  combined KRaft broker and controller, replication factor 1: the partitions are spread over
+  the nodes, each under its own limits. The members series always runs on one broker.
 
 Each run is its own Python process with a fresh group and a fresh status topic (created
 before the run, so start-up does not include it). Measured in the process: ``startup``
@@ -66,6 +68,13 @@ from client_balance.membership._records import MemberReport, member_key
 BENCH = "scale"
 TOPIC_MAX = 5_000
 """Partitions per topic: KRaft caps one CreateTopics at 10,000 metadata records."""
+BROKER_PARTITIONS = 13_000
+"""Partitions per local broker: one open file each, under this container's ``ulimit -n`` 20,000
+(one broker stopped creating near 19,000), and two mmaps each, under ``vm.max_map_count``."""
+SPARE_PARTITIONS = 1_000  # the members topic, status topics, __consumer_offsets
+CLUSTER_HEAP_MB = 768
+"""Heap of each node of a cluster: 8 of them stay well under half of a 23 GB machine."""
+REPLICATION_ONE = {"default.replication.factor": "1", "min.insync.replicas": "1"}
 LEASE_S = 30.0
 UNITS = {"startup": "s", "cpu": "cpu_s/s", "round": "s"}
 
@@ -311,29 +320,60 @@ def partition_topics(args: argparse.Namespace, size: int, made: set[str]) -> lis
     return sorted(wanted)
 
 
+def cluster_partitions(sizes: list[int]) -> int:
+    """Partitions a partitions series creates: the small sizes' topics and the largest's."""
+    small = sum(size for size in sizes if size < TOPIC_MAX)
+    return small + max((size // TOPIC_MAX * TOPIC_MAX for size in sizes), default=0)
+
+
+def brokers_for(args: argparse.Namespace, partitions: int) -> int:
+    """``--brokers``, or enough nodes to hold ``partitions`` at ``BROKER_PARTITIONS`` each."""
+    if args.brokers:
+        return int(args.brokers)
+    return max(1, math.ceil((partitions + SPARE_PARTITIONS) / BROKER_PARTITIONS))
+
+
 @contextmanager
-def broker(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """The env's cluster, or a fresh LocalKafka with its open-file limit raised."""
+def broker(args: argparse.Namespace, brokers: int) -> Iterator[dict[str, Any]]:
+    """The env's cluster, or a fresh LocalKafka of ``brokers`` nodes (replication factor 1)."""
     given = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
     if given:
-        yield {"bootstrap": given, "broker": "CLIENT_BALANCE_BOOTSTRAP_SERVERS", "pid": None}
+        yield {"bootstrap": given, "broker": "CLIENT_BALANCE_BOOTSTRAP_SERVERS", "pids": []}
         return
-    with LocalKafka(heap_mb=args.heap_mb) as kafka:
-        pid, nofile = kafka.pid, None
-        if pid is not None:
+    heap_mb = args.heap_mb or (1024 if brokers == 1 else CLUSTER_HEAP_MB)
+    config = REPLICATION_ONE if brokers > 1 else None
+    # Eight JVMs starting together on two cores take longer than LocalKafka's 90 s default.
+    with LocalKafka(brokers=brokers, heap_mb=heap_mb, config=config,
+                    startup_timeout_s=120.0 + 30.0 * brokers) as kafka:  # fmt: skip
+        pids = sorted(kafka.broker_pids().values())
+        nofile = []
+        for pid in pids:
             with suppress(OSError, ValueError):  # not allowed: the broker keeps its limit
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, (args.broker_nofile,) * 2)
-            nofile = resource.prlimit(pid, resource.RLIMIT_NOFILE)[0]
-        name = f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION} heap {args.heap_mb} MiB"
-        yield {"bootstrap": kafka.bootstrap_servers, "broker": name, "pid": pid,
-               "broker_nofile": nofile}  # fmt: skip
+            nofile.append(resource.prlimit(pid, resource.RLIMIT_NOFILE)[0])
+        nodes = f"{brokers} nodes, replication factor 1, " if brokers > 1 else ""
+        name = f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION} {nodes}heap {heap_mb} MiB each"
+        yield {"bootstrap": kafka.bootstrap_servers, "broker": name, "brokers": brokers,
+               "pids": pids, "broker_nofile": min(nofile), "broker_start_s": round(
+               kafka.startup_s or 0.0, 1)}  # fmt: skip
 
 
-def _rss_mb(pid: int | None) -> int | None:
-    if pid is None:
-        return None
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
+def _rss_mb(pids: list[int]) -> list[int]:
+    """Each broker's resident memory (MiB)."""
+    sizes = []
+    for pid in pids:
+        with open(f"/proc/{pid}/status") as status:
+            sizes += [int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS")]
+    return sizes
+
+
+def _open_files(pids: list[int]) -> list[int]:
+    """Each broker's open files (its partitions' logs among them)."""
+    counts = []
+    for pid in pids:
+        with suppress(OSError):
+            counts.append(len(os.listdir(f"/proc/{pid}/fd")))
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,14 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", action="append", choices=("members", "partitions"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--partitions", type=int, nargs="+", default=[100, 1000, 5000, 15000])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[100, 1000, 10_000, 100_000])
     parser.add_argument("--mode", choices=("elastic", "node"), default="elastic")
     parser.add_argument("--member-topic-partitions", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=10, help="partitions series: source_count")
     parser.add_argument("--steady-s", type=float, default=10.0)
     parser.add_argument("--reconcile-s", type=float, default=2.0)
     parser.add_argument("--sim-refresh-s", type=float, default=10.0)
-    parser.add_argument("--heap-mb", type=int, default=1024)
+    parser.add_argument("--brokers", type=int, default=0, help="partitions series (0: auto)")
+    parser.add_argument("--heap-mb", type=int, default=0, help="per node (0: 1024, 768 each)")
     parser.add_argument("--broker-nofile", type=int, default=100_000)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--simulate", help=argparse.SUPPRESS)
@@ -363,34 +404,53 @@ def main(argv: list[str] | None = None) -> int:
     series = args.series or ["members", "partitions"]
     points = len(args.members) * ("members" in series)
     points += len(args.partitions) * ("partitions" in series)
-    with broker(args) as cluster, progress("scale", points * args.runs):
-        args.bootstrap = cluster["bootstrap"]
-        header = {k: v for k, v in cluster.items() if k not in ("bootstrap", "pid")}
-        emit(json.dumps({"bench": BENCH, **header, "cores": os.cpu_count(), "load": _load(),
-                         "mode": args.mode, "reconcile_s": args.reconcile_s,
-                         "steady_s": args.steady_s, "runs": args.runs}))  # fmt: skip
-        base = {"bootstrap": args.bootstrap, "reconcile_s": args.reconcile_s,
-                "steady_s": args.steady_s}  # fmt: skip
+    with progress("scale", points * args.runs):
         if "members" in series:
-            topic = f"bench-scale-members-{args.member_topic_partitions}p"
-            admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions},
-                                exist_ok=True)  # fmt: skip
-            for count in args.members:
-                spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1}
-                runs = runs_of(args, spec, count, f"{count} members")
-                point_lines("members", count, runs, {"mode": args.mode,
-                            "partitions": args.member_topic_partitions})  # fmt: skip
+            members_series(args)
+        if "partitions" in series:
+            partitions_series(args)
+        growth_lines()
+    return 0
+
+
+def _header(args: argparse.Namespace, series: str, cluster: dict[str, Any]) -> dict[str, Any]:
+    args.bootstrap = cluster["bootstrap"]
+    header = {k: v for k, v in cluster.items() if k not in ("bootstrap", "pids")}
+    emit(json.dumps({"bench": BENCH, "series": series, **header, "cores": os.cpu_count(),
+                     "load": _load(), "mode": args.mode, "reconcile_s": args.reconcile_s,
+                     "steady_s": args.steady_s, "runs": args.runs}))  # fmt: skip
+    return {"bootstrap": args.bootstrap, "reconcile_s": args.reconcile_s,
+            "steady_s": args.steady_s}  # fmt: skip
+
+
+def members_series(args: argparse.Namespace) -> None:
+    """The members points, on one broker (its own, unless the env names a cluster)."""
+    with broker(args, 1) as cluster:
+        base = _header(args, "members", cluster)
+        topic = f"bench-scale-members-{args.member_topic_partitions}p"
+        admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions},
+                            exist_ok=True)  # fmt: skip
+        for count in args.members:
+            spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1}
+            runs = runs_of(args, spec, count, f"{count} members")
+            point_lines("members", count, runs, {"mode": args.mode,
+                        "partitions": args.member_topic_partitions})  # fmt: skip
+
+
+def partitions_series(args: argparse.Namespace) -> None:
+    """The partitions points, on a cluster big enough for the largest (``brokers_for``)."""
+    with broker(args, brokers_for(args, cluster_partitions(args.partitions))) as cluster:
+        base = _header(args, "partitions", cluster)
         made: set[str] = set()
-        for size in args.partitions if "partitions" in series else []:
+        for size in args.partitions:
             began = time.perf_counter()
             topics = partition_topics(args, size, made)
             setup_s = round(time.perf_counter() - began, 1)
             spec = {**base, "topics": topics, "mode": "node", "nodes": args.nodes}
             runs = runs_of(args, spec, 0, f"{size} partitions")
             point_lines("partitions", size, runs, {"topics": len(topics), "nodes": args.nodes,
-                        "setup_s": setup_s, "broker_rss_mb": _rss_mb(cluster["pid"])})  # fmt: skip
-        growth_lines()
-    return 0
+                        "setup_s": setup_s, "broker_rss_mb": _rss_mb(cluster["pids"]),
+                        "broker_files": _open_files(cluster["pids"])})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ class PartitionKeeper:
         if self.status is None or not fresh:
             return fresh
         if shown_key is None:  # a round leaves what others hold to the round they free it in
-            fresh = {tp: o for tp, o in fresh.items() if tp in self.status.claimable(fresh)}
+            fresh = _only(fresh, self.status.claimable(fresh))  # one pass over the group view
         verdicts = self.status.claim(fresh)
         lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
         if lost and shown_key is not None:
@@ -333,3 +333,9 @@ class PartitionKeeper:
         self.hooks.lost({self._meta.key(tp): at for tp, at in confirmed.items()})
         status.forget(taken)
         return True
+
+
+def _only(
+    wanted: Mapping[TopicPartition, int], kept: set[TopicPartition]
+) -> dict[TopicPartition, int]:
+    return {partition: offset for partition, offset in wanted.items() if partition in kept}

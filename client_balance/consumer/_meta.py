@@ -38,7 +38,9 @@ class MetaCache:
         query: Callable[[], Any],
         topic_ids: Callable[[Iterable[str]], dict[str, str]],
         watermarks: Callable[[Iterable[TopicPartition]], dict[TopicPartition, tuple[int, int]]],
+        *,
         clock: Callable[[], float] = time.monotonic,
+        warm: Callable[[], object] | None = None,
     ) -> None:
         self._watermarks = watermarks
         self._marks: dict[TopicPartition, tuple[int, int]] = {}
@@ -50,9 +52,11 @@ class MetaCache:
         self._clock = clock
         self._lock = threading.Lock()
         self._meta: dict[TopicPartition, PartitionMeta] = {}
+        self._layouts: dict[str, PartitionLayout] = {}
         self._refreshed_s: float | None = None
         self._first_seen_s: dict[TopicPartition, float] = {}
         self._prefetched = False
+        self._warm = warm
         self.prefetch_query = query
         self.started_s = clock()
 
@@ -79,12 +83,26 @@ class MetaCache:
         self._prefetched = True
 
     def _update(self, metadata: Any) -> None:
-        meta = _meta_of(topic_layouts(metadata, self._topics))
+        layouts = topic_layouts(metadata, self._topics)
+        meta = _meta_of(layouts)
         with self._lock:
-            self._meta = meta
+            moved = self._refreshed_s is not None and layouts != self._layouts
+            self._meta, self._layouts = meta, layouts
             self._refreshed_s = now = self._clock()
             for partition in meta:
                 self._first_seen_s.setdefault(partition, now)
+        if moved:
+            self.warm()
+
+    def warm(self) -> None:
+        """Have the fetching client ask for metadata too: its cache learns what changed.
+
+        Only on a change: the fetching client answers after the fetch long poll in flight on
+        the same connection (up to ``fetch.wait.max.ms``), holding the client lock that the
+        application's fetch waits for.
+        """
+        if self._warm is not None:
+            self._warm()
 
     def recreated_topics(self) -> set[str]:
         """Topics whose id changed since the last call: deleted and created again.
@@ -95,6 +113,7 @@ class MetaCache:
         recreated = {t for t, topic_id in ids.items() if self._ids.get(t, topic_id) != topic_id}
         self._ids.update(ids)
         if recreated:
+            self.warm()
             now = self._clock()
             with self._lock:
                 for partition in self._meta:
@@ -110,17 +129,19 @@ class MetaCache:
         query: Callable[[Sequence[str]], Any],
         admin: AdminClient,
     ) -> MetaCache:
-        """The meta cache of a consumer: ``query`` for metadata, its ``admin`` client for the rest.
+        """The meta cache of a consumer: its ``admin`` client asks, ``query`` warms (see ``warm``).
 
         ``query(topics)`` asks through the fetching client, whose metadata cache must learn of
-        partitions added to a topic before it can fetch them.
+        partitions added to a topic before it can fetch them: it is asked when the partitions
+        or their leaders changed, or a topic was created again, never in a steady round.
         """
         timeout_s = settings.request_timeout_s
         cluster = settings.bootstrap_servers, settings.admin_config(), timeout_s, admin
         names = sorted(topics)
-        meta = cls(topics, lambda: query(names), TopicIds(*cluster), Watermarks(*cluster))
-        meta.prefetch_query = lambda: topics_metadata(admin, names, timeout_s)
-        return meta
+        return cls(
+            topics, lambda: topics_metadata(admin, names, timeout_s), TopicIds(*cluster),
+            Watermarks(*cluster), warm=lambda: query(names),
+        )  # fmt: skip
 
     def with_watermarks(
         self, max_age_s: float, holders: Mapping[TopicPartition, str]

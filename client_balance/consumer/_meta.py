@@ -16,12 +16,21 @@ from client_balance._kafka import (
     topic_layouts,
     topics_metadata,
 )
+from client_balance._logging import get_logger
 from client_balance.consumer._results import PartitionMeta
-from client_balance.errors import PartitionNotFoundError, PartitionUnsubscribableError
+from client_balance.errors import (
+    ClientBalanceError,
+    PartitionNotFoundError,
+    PartitionUnsubscribableError,
+)
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["MetaCache"]
+
+_log = get_logger("reconcile")
+_CHECK_SHARE = 9
+"""The topic-id check waits this many times its own duration before the next one."""
 
 
 class MetaCache:
@@ -49,6 +58,7 @@ class MetaCache:
         self._query = query
         self._topic_ids = topic_ids
         self._ids: dict[str, str] = {}
+        self._ids_due_s = 0.0
         self._clock = clock
         self._lock = threading.Lock()
         self._meta: dict[TopicPartition, PartitionMeta] = {}
@@ -105,11 +115,23 @@ class MetaCache:
             self._warm()
 
     def recreated_topics(self) -> set[str]:
-        """Topics whose id changed since the last call: deleted and created again.
+        """Topics whose id changed since the last check: deleted and created again.
 
-        Their partitions count as first seen now. The first call only records the ids.
+        Their partitions count as first seen now. The first check only records the ids. A
+        check takes at most a tenth of the time: one that took ``t`` seconds (describing
+        100,000 partitions takes seconds) is not made again for ``9 t``. One that fails is
+        logged and made again later; a topic created again also shows as a position beyond
+        the end of its log (``_retention``).
         """
-        ids = self._topic_ids(self._topics)
+        began = self._clock()
+        if began < self._ids_due_s:
+            return set()
+        try:
+            ids = self._topic_ids(self._topics)
+        except ClientBalanceError as error:
+            _log.warning("could not check the topics' ids", error=str(error))
+            ids = {}
+        self._ids_due_s = self._clock() + _CHECK_SHARE * (self._clock() - began)
         recreated = {t for t, topic_id in ids.items() if self._ids.get(t, topic_id) != topic_id}
         self._ids.update(ids)
         if recreated:

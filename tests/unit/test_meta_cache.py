@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from client_balance._kafka import AdminClient
 from client_balance.consumer._meta import MetaCache
+from client_balance.errors import KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -72,3 +73,54 @@ def test_the_fetching_client_is_asked_only_when_partitions_or_leaders_change() -
     meta.refresh(max_age_s=0.0)
     meta.refresh(max_age_s=0.0)
     assert fetching == [["orders"], ["orders"]]
+
+
+class _SlowIds:
+    """Topic ids that take ``took_s`` of a fake clock to describe, or fail with a timeout."""
+
+    def __init__(self, clock: list[float], took_s: float) -> None:
+        self.clock, self.took_s, self.asked, self.fail = clock, took_s, 0, False
+
+    def __call__(self, topics: object) -> dict[str, str]:
+        self.asked += 1
+        self.clock[0] += self.took_s
+        if self.fail:
+            raise KafkaClientError(
+                "describing topics timed out",
+                kafka_code=-185,
+                kafka_name="_TIMED_OUT",
+                retriable=True,
+            )
+        return {"orders": "id-1"}
+
+
+def test_the_topic_id_check_takes_at_most_a_tenth_of_the_time() -> None:
+    """A check that took 2 s is not made again for 18 s (100,000 partitions take seconds)."""
+    now = [0.0]
+    ids = _SlowIds(now, took_s=2.0)
+    meta = MetaCache(
+        {"orders": None}, lambda: None, ids, lambda partitions: {}, clock=lambda: now[0]
+    )
+    assert meta.recreated_topics() == set()
+    assert ids.asked == 1
+    now[0] += 17.0
+    assert meta.recreated_topics() == set()
+    assert ids.asked == 1
+    now[0] += 1.0
+    meta.recreated_topics()
+    assert ids.asked == 2
+
+
+def test_a_topic_id_check_that_times_out_does_not_fail_the_round() -> None:
+    """Seen at 100,000 partitions: every round failed on describe_topics' timeout."""
+    now = [0.0]
+    ids = _SlowIds(now, took_s=10.0)
+    ids.fail = True
+    meta = MetaCache(
+        {"orders": None}, lambda: None, ids, lambda partitions: {}, clock=lambda: now[0]
+    )
+    assert meta.recreated_topics() == set()
+    now[0] += 90.0
+    ids.fail = False
+    assert meta.recreated_topics() == set()
+    assert ids.asked == 2

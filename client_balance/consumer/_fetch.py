@@ -67,7 +67,7 @@ _CALLER_CONSUME_WAIT_S = 0.005
 librdkafka's waits for a full batch, 50 ms on a sparse topic and 20 ms on the first fetch of a
 backlog (the first message: docs/benchmarks.md)."""
 _CALLERS_FETCH_FOR_S = 0.1
-"""The background thread stays out of fetching while a caller fetched this recently."""
+"""The background thread stays out of fetching while a caller asked for a batch this recently."""
 
 
 class Fetcher:
@@ -207,6 +207,10 @@ class Fetcher:
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
+        # A caller is here: the fetch thread stays out (``_run``), even while the buffers it
+        # filled last a while. Had it gone on fetching, every batch would pass from its
+        # thread to the caller's, at a fifth of the throughput (docs/design-decisions.md).
+        self._last_caller_fetch_s = time.monotonic()
         deadline = None
         while True:
             with self._lock:
@@ -281,8 +285,6 @@ class Fetcher:
 
     def _fetch_once(self, wait_s: float, taken: list[Batch] | None = None) -> None:
         """``consume()`` and share out; a caller's ``taken`` gets the first batch it can have."""
-        if taken is not None:
-            self._last_caller_fetch_s = time.monotonic()
         count = self.shelf.fetch_count()
         try:
             messages = self._consumer.consume(num_messages=count, timeout=wait_s)

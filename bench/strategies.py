@@ -36,7 +36,8 @@ in ``withheld``) and ``balanced`` (equal subscriptions: counts differ by at most
 Kafka's test criterion, no member holds a partition that a member with two fewer subscribes;
 counted on the answer as given, so a cooperative round that withholds partitions, or ``range``
 with fewer partitions per topic than members, can be valid and not balanced). ``peer_valid``,
-``peer_balanced`` are the same checks of the peer's answer.
+``peer_balanced`` are the same checks of the peer's answer. ``load``: the 1-minute load
+average before our timing and after the peer's.
 A strategy that is not registered yet, or a side that fails, gives a line with ``error``.
 A header line with the machine goes to stderr.
 """
@@ -442,6 +443,11 @@ class KafkaPython:
 # ------------------------------------------------------------------------------ the run
 
 
+def _load() -> float:
+    """The 1-minute load average: each line carries it before ours and after the peer's."""
+    return round(os.getloadavg()[0], 2)
+
+
 def _median(times: Sequence[float]) -> float:
     return statistics.median(times)
 
@@ -529,6 +535,7 @@ class Bench:
     def run(self, scenario: Scenario, peers: Sequence[str]) -> Iterator[dict[str, Any]]:
         """One JSON line per peer."""
         size = scenario.size
+        load_before = _load()
         head: dict[str, Any] = {
             "strategy": scenario.strategy,
             "subscriptions": "nonequal" if scenario.nonequal else "equal",
@@ -606,6 +613,7 @@ class Bench:
                 "runs": len(ours_times),
                 "ours_runs_s": _rounded(ours_times),
                 **line,
+                "load": [load_before, _load()],
             }
 
     def _java_line(

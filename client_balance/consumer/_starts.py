@@ -27,12 +27,14 @@ from client_balance.consumer._commits import Committer
 from client_balance.consumer._shelf import Shelf
 from client_balance.keys import TopicPartition
 
-__all__ = ["StartChooser", "StartRules", "Starter"]
+__all__ = ["AHEAD_WAIT_S", "StartChooser", "StartRules", "Starter"]
 
 _log = get_logger("fetch")
 
 StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
 """(partition, committed or None, low, high) -> (start offset, commit it now)."""
+AHEAD_WAIT_S = 1.0
+"""At most this for the queries of fetching ahead: on a healthy cluster they take milliseconds."""
 Requests = Mapping[TopicPartition, "frozenset[str] | None"]
 """Partitions to start, each with its header filters (None: every message)."""
 
@@ -87,8 +89,13 @@ class Starter:
         self._timeout_s = timeout_s
 
     def ahead(self, wanted: Requests, choose_start: StartChooser) -> None:
-        """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it."""
-        ranges, committed = read_starts(self._consumer, wanted, self._timeout_s)
+        """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it.
+
+        Its queries wait at most ``AHEAD_WAIT_S``: it holds the client lock, which a
+        ``start()`` that fails meanwhile (a group it may not read) waits for before it closes
+        the client. Later, the first round asks again with the full timeout.
+        """
+        ranges, committed = read_starts(self._consumer, wanted, min(self._timeout_s, AHEAD_WAIT_S))
         states = []
         for partition, filters in wanted.items():
             low, high = ranges[partition]

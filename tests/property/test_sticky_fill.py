@@ -6,10 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_balance.keys import TopicPartition
+from client_balance.strategies import Member
 from client_balance.strategies._base import all_partitions
-from client_balance.strategies._sticky_constrained import _dealt
+from client_balance.strategies._sticky_constrained import assign_constrained
 from client_balance.strategies._sticky_fill import fill_least_loaded
-from client_balance.strategies._sticky_group import member_id_key
+from client_balance.strategies._sticky_fresh import _dealt, assign_fresh
+from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 
 
 def one_at_a_time(
@@ -67,3 +69,26 @@ def test_a_fresh_group_is_dealt_as_the_strided_partitions(counts: list[int], wid
     dealt = _dealt(by_topic, width)
     if dealt is not None:
         assert dealt == [every[rank::width] for rank in range(width)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 30), min_size=1),
+    st.lists(st.text("ABab9é\U0001f600", min_size=1, max_size=3), max_size=12, unique=True),
+    st.sets(st.integers(0, 11)),
+)
+def test_a_fresh_group_gets_what_the_constrained_path_gives(
+    counts: dict[str, int], ids: list[str], static: set[int]
+) -> None:
+    """Same lists, same member order; static members (instance ids) change nothing for sticky."""
+    members = [
+        Member(member_id, counts, instance_id=f"i{len(ids) - index}" if index in static else None)
+        for index, member_id in enumerate(ids)
+    ]
+    subscribed = {topic: count for topic, count in sorted(counts.items()) if count}
+    fresh = assign_fresh(subscribed, members, None)
+    group = StickyGroup.settle(subscribed, members, None, subscriptions_equal=True)
+    constrained, transferring = assign_constrained(group) if ids else ({}, {})
+    assert fresh is not None
+    assert list(fresh.items()) == list(constrained.items())
+    assert not transferring

@@ -20,10 +20,9 @@ from client_balance.strategies._base import (
     Member,
     PartitionRacks,
     all_partitions,
-    sorted_members,
 )
 from client_balance.strategies._javahash import java_hash_order
-from client_balance.strategies._sticky_group import member_id_key
+from client_balance.strategies._sticky_group import sorted_members_by_id
 
 __all__ = ["assign_fresh", "deal"]
 
@@ -46,10 +45,7 @@ def assign_fresh(
         return None
     if partition_racks and any(member.rack for member in members):
         return None
-    ordered = sorted_members(members)  # Kafka's member order, and the duplicate-id check
-    if any(member.instance_id is not None for member in ordered):
-        ordered.sort(key=lambda member: member_id_key(member.id))  # sticky ignores instance ids
-    ids = [member.id for member in ordered]
+    ids = [member.id for member in sorted_members_by_id(members)]
     dealt = dict(zip(ids, deal(counts, len(ids)), strict=True))
     return {member_id: dealt[member_id] for member_id in java_hash_order(ids)}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter, lt
 
 from client_balance.keys import TopicPartition
@@ -28,6 +28,9 @@ from client_balance.strategies._javahash import java_hash_order
 from client_balance.strategies._racks import use_rack_aware
 
 __all__ = ["StickyGroup", "StickyRacks", "member_id_key"]
+
+# Members per distinct subscription from which subscribers are listed by subscription.
+_FEW_SUBSCRIPTIONS = 8
 
 
 def member_id_key(member_id: str) -> bytes:
@@ -160,6 +163,34 @@ class StickyGroup:
             subscriptions_equal=subscriptions_equal,
             racks=StickyRacks.of(ordered, counts, partition_racks),
         )
+
+    def subscriptions(self) -> tuple[dict[str, list[str]], dict[str, frozenset[str]]]:
+        """Each topic's subscribers in hash order, and each member's subscribed topics."""
+        subscribers: dict[str, list[str]] = {topic: [] for topic in self.counts}
+        topics_of: dict[str, frozenset[str]] = {}
+        classes: dict[frozenset[str], list[str]] = {}
+        for member_id in self.hash_order:
+            classes.setdefault(self.members[member_id].topics, []).append(member_id)
+        if len(classes) * _FEW_SUBSCRIPTIONS > len(self.hash_order):
+            for member_id in self.hash_order:
+                topics = self.members[member_id].topics.intersection(self.counts)
+                topics_of[member_id] = topics
+                for topic in topics:
+                    subscribers[topic].append(member_id)
+            return subscribers, topics_of
+        # Few distinct subscriptions (the usual group): a whole class of members at a time.
+        merged: set[str] = set()
+        for subscription, member_ids in classes.items():
+            topics = subscription.intersection(self.counts)
+            topics_of.update(zip(member_ids, repeat(topics)))
+            for topic in topics:
+                if subscribers[topic]:
+                    merged.add(topic)
+                subscribers[topic] += member_ids
+        position = {member_id: index for index, member_id in enumerate(self.hash_order)}
+        for topic in merged:
+            subscribers[topic].sort(key=position.__getitem__)
+        return subscribers, topics_of
 
 
 def _settle_rival_claims(

@@ -250,5 +250,11 @@ def _all_exist(partitions: Sequence[TopicPartition], limits: defaultdict[str, in
     if not partitions:
         return True
     numbers = list(map(itemgetter(1), partitions))
-    topics_limits = map(limits.__getitem__, map(itemgetter(0), partitions))
-    return min(numbers) >= 0 and all(map(lt, numbers, topics_limits))
+    if min(numbers) < 0:
+        return False
+    # Usually every claimed topic has more partitions than the highest number claimed: then
+    # the numbers need not be paired with their topics' counts one by one.
+    topics = set(map(itemgetter(0), partitions))
+    if max(numbers) < min(map(limits.__getitem__, topics)):
+        return True
+    return all(map(lt, numbers, map(limits.__getitem__, map(itemgetter(0), partitions))))

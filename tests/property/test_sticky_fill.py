@@ -1,4 +1,4 @@
-"""Sticky shortcuts give what the step-by-step rules give: block filling, fresh dealing."""
+"""Sticky shortcuts give what the step-by-step rules give: blocks, fresh deals, left-overs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from client_balance.strategies._base import all_partitions
 from client_balance.strategies._sticky_constrained import assign_constrained
 from client_balance.strategies._sticky_fill import fill_least_loaded
 from client_balance.strategies._sticky_fresh import _dealt, assign_fresh
+from client_balance.strategies._sticky_general import _unassigned
 from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 
 
@@ -92,3 +93,19 @@ def test_a_fresh_group_gets_what_the_constrained_path_gives(
     assert fresh is not None
     assert list(fresh.items()) == list(constrained.items())
     assert not transferring
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(1, 12), min_size=1),
+    st.data(),
+)
+def test_left_over_partitions_are_every_partition_less_the_held_ones(
+    counts: dict[str, int], data: st.DataObject
+) -> None:
+    """Listed topic by topic in the order given, whatever is held and by whom."""
+    order = data.draw(st.permutations(sorted(counts)))
+    every = all_partitions((topic, counts[topic]) for topic in order)
+    held = data.draw(st.lists(st.sampled_from(every), unique=True))
+    owner = {partition: f"m{index % 3}" for index, partition in enumerate(held)}
+    assert _unassigned(owner, counts, order) == [tp for tp in every if tp not in owner]

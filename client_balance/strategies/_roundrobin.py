@@ -9,6 +9,7 @@ from client_balance.strategies._base import (
     Assignment,
     Member,
     PartitionRacks,
+    paused_gc,
     sorted_members,
     subscribed_partition_counts,
 )
@@ -50,11 +51,13 @@ class RoundRobinStrategy:
         circle = [(member.topics, assignment[member.id]) for member in ordered]
         size = len(circle)
         cursor = 0
-        for topic, count in subscribed_partition_counts(partitions, ordered).items():
-            for partition in range(count):
-                # Some member subscribes the topic (that is how it got here), so this stops.
-                while topic not in circle[cursor][0]:
+        counts = subscribed_partition_counts(partitions, ordered)
+        with paused_gc(sum(counts.values())):
+            for topic, count in counts.items():
+                for partition in range(count):
+                    # Some member subscribes the topic (that is how it got here), so this stops.
+                    while topic not in circle[cursor][0]:
+                        cursor = (cursor + 1) % size
+                    circle[cursor][1].append(TopicPartition(topic, partition))
                     cursor = (cursor + 1) % size
-                circle[cursor][1].append(TopicPartition(topic, partition))
-                cursor = (cursor + 1) % size
         return assignment

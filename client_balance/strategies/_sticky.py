@@ -3,7 +3,8 @@
 Both compute the same target: as balanced as possible first, then keeping as many previously
 owned partitions as that allows, then (with racks) matching racks. The constrained path serves
 groups whose members all subscribe the same topics, the general path the rest
-(``_sticky_constrained``, ``_sticky_general``); ``_sticky_group`` settles conflicting claims.
+(``_sticky_constrained``, ``_sticky_general``), a fresh one of the former a plain deal
+(``_sticky_fresh``); ``_sticky_group`` settles conflicting claims.
 
 ``Member.owned`` and ``Member.generation`` are what a member held after the previous round.
 For ``sticky`` they stand for what Kafka's eager ``StickyAssignor`` keeps in its user data; for
@@ -29,6 +30,7 @@ from client_balance.strategies._base import (
     subscribed_topics,
 )
 from client_balance.strategies._sticky_constrained import assign_constrained
+from client_balance.strategies._sticky_fresh import assign_fresh
 from client_balance.strategies._sticky_general import assign_general
 from client_balance.strategies._sticky_group import StickyGroup
 
@@ -44,6 +46,9 @@ def _sticky_target(
     topics, equal = subscribed_topics(members)
     counts = subscribed_partition_counts(partitions, members, topics)
     with paused_gc(sum(counts.values())):
+        fresh = assign_fresh(counts, members, partition_racks) if equal else None
+        if fresh is not None:
+            return fresh, {}
         group = StickyGroup.settle(counts, members, partition_racks, subscriptions_equal=equal)
         if not group.hash_order:
             return {}, {}

@@ -18,25 +18,23 @@ A partition newly given to a member other than the one that gave it up, or one t
 multiply claimed, is "transferring": the cooperative assignor withholds it for one round.
 
 Step 3 is computed in blocks rather than one partition at a time: between two members leaving
-the cycle the cycle is fixed, so each member's share of that block is a slice. This is what
-makes a fresh assignment of a million partitions a handful of list slices.
+the cycle the cycle is fixed, so each member's share of that block is a slice. (A fresh group,
+where nobody holds anything, does not come here: ``_sticky_fresh`` deals it directly.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from itertools import compress, product, repeat
+from itertools import compress, repeat
 from operator import itemgetter, not_
 
 from client_balance.keys import TopicPartition
 from client_balance.strategies._base import all_partitions
+from client_balance.strategies._sticky_fresh import deal
 from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 
 __all__ = ["assign_constrained"]
 
 _BY_PARTITION_THEN_TOPIC = itemgetter(1, 0)
-# A fresh group is dealt member by member only if each step builds this many partitions.
-_PARTITIONS_PER_STEP = 16
 
 
 class _Builder:
@@ -61,10 +59,8 @@ class _Builder:
         if not (self.kept or self.maybe_revoked or self.group.multiply_claimed or racks.active):
             # Nothing held before: step 3 alone, which deals partition i to member i mod N.
             ordered = sorted(self.group.hash_order, key=member_id_key)
-            dealt = _dealt(self.group.counts, len(ordered))
-            if dealt is not None:
-                by_member = dict(zip(ordered, dealt, strict=True))
-                return {m: by_member[m] for m in self.group.hash_order}, self.transferring
+            by_member = dict(zip(ordered, deal(self.group.counts, len(ordered)), strict=True))
+            return {m: by_member[m] for m in self.group.hash_order}, self.transferring
         unassigned = self.unassigned()
         self.under_min.sort(key=member_id_key)
         self.exactly_min.sort(key=member_id_key)
@@ -197,41 +193,6 @@ class _Builder:
                     previous is not None and previous != member_id
                 ) or partition in self.group.multiply_claimed:
                     self.transferring[partition] = member_id
-
-
-def _dealt(counts: Mapping[str, int], width: int) -> list[list[TopicPartition]] | None:
-    """Partition i of all (topics in order) to member i mod ``width``, built member by member.
-
-    Built as ``all_partitions(counts)[rank::width]`` would be, but each member's partitions
-    are made where they will stay: a million tuples are not made in one order and then read
-    in another, scattered (which costs a cache miss each). Consecutive topics with the same
-    count, a multiple of ``width``, give every member the same partition numbers, so one
-    ``product`` serves them all; None if that would take more steps than it saves.
-    """
-    segments: list[tuple[list[str], int, int]] = []  # topics, their count, first index mod width
-    offset = 0
-    for topic, count in counts.items():
-        shift = offset % width
-        if segments and segments[-1][1] == count and segments[-1][2] == shift:
-            segments[-1][0].append(topic)
-        else:
-            segments.append(([topic], count, shift))
-        offset += count
-    if len(segments) * width * _PARTITIONS_PER_STEP > offset:
-        return None
-    dealt = []
-    for rank in range(width):
-        partitions: list[TopicPartition] = []
-        for topics, count, shift in segments:
-            first = (rank - shift) % width
-            if first < count:
-                partitions += map(
-                    tuple.__new__,
-                    repeat(TopicPartition),
-                    product(topics, range(first, count, width)),
-                )
-        dealt.append(partitions)
-    return dealt
 
 
 def _broken(what: str) -> RuntimeError:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import filterfalse, groupby, repeat
 from operator import itemgetter
 
 from client_balance.keys import TopicPartition
-from client_balance.strategies._base import all_partitions
+from client_balance.strategies._base import all_partitions, partitions_of
 from client_balance.strategies._sticky_fill import fill_least_loaded
 from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 from client_balance.strategies._sticky_moves import Movements
@@ -45,8 +45,6 @@ __all__ = ["assign_general"]
 _MOVABLE_SUBSCRIBERS = 2
 # A run of partitions shorter than its subscribers over this is placed one partition at a time.
 _SHORT_RUN = 4
-# Members per distinct subscription from which subscribers are listed by subscription.
-_FEW_SUBSCRIPTIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +58,7 @@ class _Builder:
         self.group = group
         self.counts = group.counts
         self.racks = group.racks
-        self.subscribers, self.topics_of = _subscriptions(group)
+        self.subscribers, self.topics_of = group.subscriptions()
         self.current: dict[str, dict[TopicPartition, None]] = {
             member_id: dict.fromkeys(claims) for member_id, claims in group.owned.items()
         }
@@ -68,8 +66,8 @@ class _Builder:
         for member_id, claims in self.current.items():
             self.owner.update(zip(claims, repeat(member_id)))
         self.held_topics: dict[str, Counter[str]] | None = None
-        topic_order = sorted(self.counts, key=lambda t: (len(self.subscribers[t]), t))
-        self.all_partitions = all_partitions((topic, self.counts[topic]) for topic in topic_order)
+        self.topic_order = sorted(self.counts, key=lambda t: (len(self.subscribers[t]), t))
+        self._all_partitions: list[TopicPartition] | None = None
         self.key = {member_id: member_id_key(member_id) for member_id in group.hash_order}
         self.ranked: list[tuple[int, bytes, str]] = []
         self.movements = Movements()
@@ -118,11 +116,20 @@ class _Builder:
             self.held_topics[old_owner][partition[0]] -= 1
             self.held_topics[new_owner][partition[0]] += 1
 
+    @property
+    def all_partitions(self) -> list[TopicPartition]:
+        """Every partition, topics in step 1's order; made when first needed (often never)."""
+        if self._all_partitions is None:
+            self._all_partitions = all_partitions(
+                (topic, self.counts[topic]) for topic in self.topic_order
+            )
+        return self._all_partitions
+
     # ---------------------------------------------------------------- the steps
     def run(self) -> dict[str, list[TopicPartition]]:
         self.remember_previous_owners()
-        assigned = self.keep_owned()
-        unassigned = list(filterfalse(assigned.__contains__, self.all_partitions))
+        self.keep_owned()
+        unassigned = _unassigned(self.owner, self.counts, self.topic_order)
         self.ranked = sorted(self._rank(member_id) for member_id in self.current)
         self.balance(unassigned)
         return {member_id: sorted(parts) for member_id, parts in self.current.items()}
@@ -138,21 +145,17 @@ class _Builder:
                 if known is None or member.generation > known.generation:
                     self.previous_owner[partition] = _PreviousOwner(member_id, member.generation)
 
-    def keep_owned(self) -> set[TopicPartition]:
-        assigned: set[TopicPartition] = set()
+    def keep_owned(self) -> None:
+        """Step 3: ``current`` and ``owner`` keep only the claims that stay."""
         for member_id, claims in self.current.items():
             topics = self.topics_of[member_id]
             if not self.racks.active and topics.issuperset(map(itemgetter(0), claims)):
-                assigned.update(claims)  # the common case, checked in C: every claim stays
-                continue
+                continue  # the common case, checked in C: every claim stays
             for partition in list(claims):
                 if partition[0] not in topics or self.racks.mismatch(member_id, partition):
                     del claims[partition]
                     del self.owner[partition]
                     self.revocation_required = True
-                else:
-                    assigned.add(partition)
-        return assigned
 
     def balance(self, unassigned: list[TopicPartition]) -> None:
         initializing = not self.ranked or self.ranked[-1][0] == 0
@@ -168,7 +171,6 @@ class _Builder:
             for topic, members in self.subscribers.items()
             if len(members) >= _MOVABLE_SUBSCRIBERS
         }
-        reassignable = [tp for tp in self.all_partitions if tp[0] in movable_topics]
         unassigned = [tp for tp in unassigned if tp[0] in movable_topics]
         fixed: dict[str, dict[TopicPartition, None]] = {}
         for member_id in self.group.hash_order:
@@ -180,6 +182,10 @@ class _Builder:
         moved_early = False
         if not self.revocation_required:
             moved_early = self.perform_reassignments(unassigned)
+        # A balanced group moves nothing: then the reassignable partitions need not be listed.
+        reassignable: list[TopicPartition] = []
+        if self.ranked and not self.is_balanced():
+            reassignable = self.reassignable(movable_topics)
         moved = self.perform_reassignments(reassignable)
         if (
             not initializing
@@ -189,8 +195,14 @@ class _Builder:
             self.restore()
         elif moved or moved_early:
             # Placement only gives partitions to subscribers: strays come from moves alone.
-            self.repair_unsubscribed(reassignable)
+            self.repair_unsubscribed(reassignable if moved else self.reassignable(movable_topics))
         self.current.update(fixed)
+
+    def reassignable(self, movable_topics: set[str]) -> list[TopicPartition]:
+        """Partitions of topics with 2+ subscribers, in step 1's order."""
+        if len(movable_topics) == len(self.counts):
+            return self.all_partitions
+        return [tp for tp in self.all_partitions if tp[0] in movable_topics]
 
     def place(self, partitions: list[TopicPartition]) -> None:
         """Step 4: each partition to the least loaded subscriber of its topic, in order.
@@ -338,33 +350,23 @@ class _Builder:
         return True
 
 
-def _subscriptions(group: StickyGroup) -> tuple[dict[str, list[str]], dict[str, frozenset[str]]]:
-    """Each topic's subscribers in hash order, and each member's subscribed topics."""
-    subscribers: dict[str, list[str]] = {topic: [] for topic in group.counts}
-    topics_of: dict[str, frozenset[str]] = {}
-    classes: dict[frozenset[str], list[str]] = {}
-    for member_id in group.hash_order:
-        classes.setdefault(group.members[member_id].topics, []).append(member_id)
-    if len(classes) * _FEW_SUBSCRIPTIONS > len(group.hash_order):
-        for member_id in group.hash_order:
-            topics = group.members[member_id].topics.intersection(group.counts)
-            topics_of[member_id] = topics
-            for topic in topics:
-                subscribers[topic].append(member_id)
-        return subscribers, topics_of
-    # Few distinct subscriptions (the usual group): a whole class of members at a time.
-    merged: set[str] = set()
-    for subscription, member_ids in classes.items():
-        topics = subscription.intersection(group.counts)
-        topics_of.update(zip(member_ids, repeat(topics)))
-        for topic in topics:
-            if subscribers[topic]:
-                merged.add(topic)
-            subscribers[topic] += member_ids
-    position = {member_id: index for index, member_id in enumerate(group.hash_order)}
-    for topic in merged:
-        subscribers[topic].sort(key=position.__getitem__)
-    return subscribers, topics_of
+def _unassigned(
+    owner: Mapping[TopicPartition, str], counts: Mapping[str, int], topic_order: list[str]
+) -> list[TopicPartition]:
+    """The partitions nobody holds in ``owner``, topics in ``topic_order``.
+
+    Only topics with a partition left over are listed, so that a rebalance where most
+    partitions stay does not make a tuple for each of them to find the few that move.
+    """
+    if len(owner) == sum(counts.values()):
+        return []
+    kept_per_topic = Counter(map(itemgetter(0), owner))
+    unassigned: list[TopicPartition] = []
+    for topic in topic_order:
+        count = counts[topic]
+        if kept_per_topic[topic] < count:
+            unassigned += filterfalse(owner.__contains__, partitions_of(topic, count))
+    return unassigned
 
 
 def _balance_score(counts: Iterable[int]) -> int:

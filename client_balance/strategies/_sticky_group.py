@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from operator import itemgetter, lt
 
 from client_balance.keys import TopicPartition
@@ -27,6 +28,9 @@ from client_balance.strategies._javahash import java_hash_order
 from client_balance.strategies._racks import use_rack_aware
 
 __all__ = ["StickyGroup", "StickyRacks", "member_id_key"]
+
+# Members per distinct subscription from which subscribers are listed by subscription.
+_FEW_SUBSCRIPTIONS = 8
 
 
 def member_id_key(member_id: str) -> bytes:
@@ -136,13 +140,16 @@ class StickyGroup:
         by_id = {member.id: member for member in ordered}
         hash_order = java_hash_order([member.id for member in ordered])
         limits = defaultdict(int, counts)
-        owned = {member_id: _existing(by_id[member_id].owned, limits) for member_id in hash_order}
-        every_claim: set[TopicPartition] = set()
-        for claims in owned.values():
-            every_claim.update(claims)
+        claims = [by_id[member_id].owned for member_id in hash_order]
+        every_claim = list(chain.from_iterable(claims))
         multiply_claimed: set[TopicPartition] = set()
-        if len(every_claim) < sum(map(len, owned.values())):
-            owned, multiply_claimed = _settle_rival_claims(by_id, hash_order, owned)
+        if _all_exist(every_claim, limits) and len(set(every_claim)) == len(every_claim):
+            # The usual case, checked over all claims at once: nothing to drop or settle.
+            owned = dict(zip(hash_order, map(list, claims), strict=True))
+        else:
+            owned = {m: _existing(by_id[m].owned, limits) for m in hash_order}
+            if len(set(chain.from_iterable(owned.values()))) < sum(map(len, owned.values())):
+                owned, multiply_claimed = _settle_rival_claims(by_id, hash_order, owned)
         if subscriptions_equal is None:
             first_topics = by_id[hash_order[0]].topics if hash_order else frozenset()
             subscriptions_equal = all(member.topics == first_topics for member in ordered)
@@ -156,6 +163,34 @@ class StickyGroup:
             subscriptions_equal=subscriptions_equal,
             racks=StickyRacks.of(ordered, counts, partition_racks),
         )
+
+    def subscriptions(self) -> tuple[dict[str, list[str]], dict[str, frozenset[str]]]:
+        """Each topic's subscribers in hash order, and each member's subscribed topics."""
+        subscribers: dict[str, list[str]] = {topic: [] for topic in self.counts}
+        topics_of: dict[str, frozenset[str]] = {}
+        classes: dict[frozenset[str], list[str]] = {}
+        for member_id in self.hash_order:
+            classes.setdefault(self.members[member_id].topics, []).append(member_id)
+        if len(classes) * _FEW_SUBSCRIPTIONS > len(self.hash_order):
+            for member_id in self.hash_order:
+                topics = self.members[member_id].topics.intersection(self.counts)
+                topics_of[member_id] = topics
+                for topic in topics:
+                    subscribers[topic].append(member_id)
+            return subscribers, topics_of
+        # Few distinct subscriptions (the usual group): a whole class of members at a time.
+        merged: set[str] = set()
+        for subscription, member_ids in classes.items():
+            topics = subscription.intersection(self.counts)
+            topics_of.update(zip(member_ids, repeat(topics)))
+            for topic in topics:
+                if subscribers[topic]:
+                    merged.add(topic)
+                subscribers[topic] += member_ids
+        position = {member_id: index for index, member_id in enumerate(self.hash_order)}
+        for topic in merged:
+            subscribers[topic].sort(key=position.__getitem__)
+        return subscribers, topics_of
 
 
 def _settle_rival_claims(
@@ -190,8 +225,11 @@ def _settle_rival_claims(
 
 def sorted_members_by_id(members: Sequence[Member]) -> list[Member]:
     """Members by id in Java order (sticky ignores instance ids); duplicate ids are refused."""
-    sorted_members(members)  # only for its duplicate-id check
-    return sorted(members, key=lambda member: member_id_key(member.id))
+    ordered = sorted_members(members)  # Kafka's order, and the duplicate-id check
+    if any(member.instance_id is not None for member in ordered):
+        # Kafka's order puts static members first; without any it is the id order already.
+        ordered.sort(key=lambda member: member_id_key(member.id))
+    return ordered
 
 
 def _existing(
@@ -202,10 +240,21 @@ def _existing(
     ``limits`` maps each subscribed topic to its partition count (0 for any other topic). The
     check runs in C over whole lists, since a rebalance of a million partitions passes here.
     """
-    if not partitions:
-        return []
-    numbers = list(map(itemgetter(1), partitions))
-    topics_limits = map(limits.__getitem__, map(itemgetter(0), partitions))
-    if min(numbers) >= 0 and all(map(lt, numbers, topics_limits)):
+    if _all_exist(partitions, limits):
         return list(dict.fromkeys(partitions))
     return list(dict.fromkeys(tp for tp in partitions if 0 <= tp[1] < limits[tp[0]]))
+
+
+def _all_exist(partitions: Sequence[TopicPartition], limits: defaultdict[str, int]) -> bool:
+    """Whether every partition exists among the subscribed topics (``limits`` as above)."""
+    if not partitions:
+        return True
+    numbers = list(map(itemgetter(1), partitions))
+    if min(numbers) < 0:
+        return False
+    # Usually every claimed topic has more partitions than the highest number claimed: then
+    # the numbers need not be paired with their topics' counts one by one.
+    topics = set(map(itemgetter(0), partitions))
+    if max(numbers) < min(map(limits.__getitem__, topics)):
+        return True
+    return all(map(lt, numbers, map(limits.__getitem__, map(itemgetter(0), partitions))))

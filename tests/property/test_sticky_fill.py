@@ -1,4 +1,4 @@
-"""Sticky shortcuts give what the step-by-step rules give: block filling, fresh dealing."""
+"""Sticky shortcuts give what the step-by-step rules give: blocks, fresh deals, left-overs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_balance.keys import TopicPartition
+from client_balance.strategies import Member
 from client_balance.strategies._base import all_partitions
-from client_balance.strategies._sticky_constrained import _dealt
+from client_balance.strategies._sticky_constrained import assign_constrained
 from client_balance.strategies._sticky_fill import fill_least_loaded
-from client_balance.strategies._sticky_group import member_id_key
+from client_balance.strategies._sticky_fresh import _dealt, assign_fresh
+from client_balance.strategies._sticky_general import _unassigned
+from client_balance.strategies._sticky_group import StickyGroup, member_id_key
 
 
 def one_at_a_time(
@@ -67,3 +70,42 @@ def test_a_fresh_group_is_dealt_as_the_strided_partitions(counts: list[int], wid
     dealt = _dealt(by_topic, width)
     if dealt is not None:
         assert dealt == [every[rank::width] for rank in range(width)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 30), min_size=1),
+    st.lists(st.text("ABab9é\U0001f600", min_size=1, max_size=3), max_size=12, unique=True),
+    st.sets(st.integers(0, 11)),
+)
+def test_a_fresh_group_gets_what_the_constrained_path_gives(
+    counts: dict[str, int], ids: list[str], static: set[int]
+) -> None:
+    """Same lists, same member order; static members (instance ids) change nothing for sticky."""
+    members = [
+        Member(member_id, counts, instance_id=f"i{len(ids) - index}" if index in static else None)
+        for index, member_id in enumerate(ids)
+    ]
+    subscribed = {topic: count for topic, count in sorted(counts.items()) if count}
+    fresh = assign_fresh(subscribed, members, None)
+    group = StickyGroup.settle(subscribed, members, None, subscriptions_equal=True)
+    constrained, transferring = assign_constrained(group) if ids else ({}, {})
+    assert fresh is not None
+    assert list(fresh.items()) == list(constrained.items())
+    assert not transferring
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(1, 12), min_size=1),
+    st.data(),
+)
+def test_left_over_partitions_are_every_partition_less_the_held_ones(
+    counts: dict[str, int], data: st.DataObject
+) -> None:
+    """Listed topic by topic in the order given, whatever is held and by whom."""
+    order = data.draw(st.permutations(sorted(counts)))
+    every = all_partitions((topic, counts[topic]) for topic in order)
+    held = data.draw(st.lists(st.sampled_from(every), unique=True))
+    owner = {partition: f"m{index % 3}" for index, partition in enumerate(held)}
+    assert _unassigned(owner, counts, order) == [tp for tp in every if tp not in owner]

@@ -100,15 +100,12 @@ def call_until_transient_passes(
     moving, a broker restarting); any other error is raised at once, and so is the last
     transient one when the time is up.
     """
-    retrying = Retrying(
-        stop=stop_after_delay(timeout_s),
-        wait=wait_fixed(TRANSIENT_RETRY_S),
-        retry=retry_if_exception(
-            lambda error: isinstance(error, ClientBalanceError) and is_transient(error)
-        ),
-        reraise=True,
+    return call_while(
+        call,
+        failing_with=lambda error: isinstance(error, ClientBalanceError) and is_transient(error),
+        timeout_s=timeout_s,
+        interval_s=TRANSIENT_RETRY_S,
     )
-    return retrying(call)
 
 
 def call_while(

@@ -131,7 +131,8 @@ class MetaCache:
         except ClientBalanceError as error:
             _log.warning("could not check the topics' ids", error=str(error))
             ids = {}
-        self._ids_due_s = self._clock() + _CHECK_SHARE * (self._clock() - began)
+        ended = self._clock()
+        self._ids_due_s = ended + _CHECK_SHARE * (ended - began)
         recreated = {t for t, topic_id in ids.items() if self._ids.get(t, topic_id) != topic_id}
         self._ids.update(ids)
         if recreated:

@@ -95,16 +95,8 @@ class Starter:
         ``start()`` that fails meanwhile (a group it may not read) waits for before it closes
         the client. Later, the first round asks again with the full timeout.
         """
-        ranges, committed = read_starts(self._consumer, wanted, min(self._timeout_s, AHEAD_WAIT_S))
-        states = []
-        for partition, filters in wanted.items():
-            low, high = ranges[partition]
-            start, _ = choose_start(partition, committed.get(partition), low, high)
-            state = HeldPartition(
-                partition, filters, start, committed.get(partition),
-                high=high, announced=False, fetched_ahead=(low, high),
-            )  # fmt: skip
-            states.append(state)
+        wait_s = min(self._timeout_s, AHEAD_WAIT_S)
+        states = [state for state, _ in self._read(wanted, choose_start, wait_s, ahead=True)]
         self._assign(states)
         _log.debug("fetching ahead of the claim", partitions=[str(s.partition) for s in states])
 
@@ -113,18 +105,10 @@ class Starter:
         kept, to_commit = self._adopt(wanted, choose_start)
         fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
         states = []
-        if fresh:
-            ranges, committed = read_starts(self._consumer, fresh, self._timeout_s)
-            for partition, filters in fresh.items():
-                low, high = ranges[partition]
-                start, commit_now = choose_start(partition, committed.get(partition), low, high)
-                state = HeldPartition(
-                    partition, filters, start, committed.get(partition), high=high,
-                    announced=False,
-                )  # fmt: skip
-                states.append(state)
-                if commit_now:
-                    to_commit.append(state)
+        for state, commit_now in self._read(fresh, choose_start, self._timeout_s, ahead=False):
+            states.append(state)
+            if commit_now:
+                to_commit.append(state)
         if to_commit:
             self._commits.commit(to_commit)
         with self._lock:
@@ -132,6 +116,24 @@ class Starter:
                 state.fetched_ahead = None
         self._assign(states)
         return {state.partition: state.confirmed for state in [*kept.values(), *states]}
+
+    def _read(
+        self, wanted: Requests, choose_start: StartChooser, wait_s: float, *, ahead: bool
+    ) -> list[tuple[HeldPartition, bool]]:
+        """A state for each partition of ``wanted`` where Kafka says it starts, and commit it."""
+        if not wanted:
+            return []
+        ranges, committed = read_starts(self._consumer, wanted, wait_s)
+        read = []
+        for partition, filters in wanted.items():
+            low, high = ranges[partition]
+            start, commit_now = choose_start(partition, committed.get(partition), low, high)
+            state = HeldPartition(
+                partition, filters, start, committed.get(partition), high=high,
+                announced=False, fetched_ahead=(low, high) if ahead else None,
+            )  # fmt: skip
+            read.append((state, commit_now))
+        return read
 
     def forget(self, states: Sequence[HeldPartition]) -> None:
         """Stop fetching partitions fetched ahead, dropping what was fetched of them."""

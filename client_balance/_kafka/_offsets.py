@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
@@ -157,19 +159,30 @@ def read_starts(
     The watermarks come in two ListOffsets requests for all partitions (Kafka's "timestamps"
     -2 and -1 ask for the earliest and the latest offset), where ``get_watermark_offsets``
     would send two per partition, one after the other: registering is on the way to the first
-    message. Both ask with the client's isolation level.
+    message. Both ask with the client's isolation level. The two and the OffsetFetch go out
+    at once, from threads of their own: the client answers each call on its own, and the
+    three round trips would otherwise follow each other.
     """
     doing = "reading offsets to start from"
     partitions = list(wanted)
-    try:
-        edges = [
-            consumer.offsets_for_times([kafka_tp(tp, spec) for tp in partitions], timeout=timeout_s)
-            for spec in (OFFSET_BEGINNING, OFFSET_END)
-        ]
-    except KafkaException:
-        edges = [[], []]  # each partition is asked on its own below
-    committed = read_committed(consumer, partitions, timeout_s)
-    low, high = ({(t.topic, t.partition): t.offset for t in e if t.error is None} for e in edges)
+
+    def edge(spec: int) -> list[KafkaTopicPartition]:
+        try:
+            answer: list[KafkaTopicPartition] = consumer.offsets_for_times(
+                [kafka_tp(tp, spec) for tp in partitions], timeout=timeout_s
+            )
+        except KafkaException:
+            return []  # each partition is asked on its own below
+        return answer
+
+    with concurrent.futures.ThreadPoolExecutor(
+        2, thread_name_prefix="client-balance-starts"
+    ) as pool:
+        edges = [pool.submit(edge, spec) for spec in (OFFSET_BEGINNING, OFFSET_END)]
+        committed = read_committed(consumer, partitions, timeout_s)
+        low, high = (
+            {(t.topic, t.partition): t.offset for t in e.result() if t.error is None} for e in edges
+        )
     ranges = {}
     for tp in partitions:
         at = tp.topic, tp.partition

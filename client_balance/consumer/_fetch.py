@@ -154,6 +154,7 @@ class Fetcher:
         try:
             yield
         finally:
+            self._starter.drop_read_ahead()
             with self._lock:
                 ahead = [s for s in self._held.values() if s.fetched_ahead is not None]
             if ahead:

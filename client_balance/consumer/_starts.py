@@ -12,6 +12,13 @@ again, and keeps what was fetched only where the start it would choose now is th
 fetched from. Any other partition fetched ahead (a claim lost, a commit made meanwhile) is
 unassigned and its messages dropped, and, if it is to be held, it starts again from where it
 should. Fetching ahead moves the first fetch earlier; it never changes what is delivered.
+
+Of the share, only the partition with the most to read is assigned ahead; the others are read
+ahead and assigned at the claim. A fetch brings up to ``max.partition.fetch.bytes`` (1 MiB by
+default) of every partition it asks for, and librdkafka hands none of it out before the whole
+answer is parsed: eight partitions with a backlog took 12 ms to the first message on an idle
+machine, and 60 ms on a busy one, where one partition takes 3 ms. A share with nothing to read
+is assigned whole, so that its fetch waits for the first new message.
 """
 
 from __future__ import annotations
@@ -87,6 +94,8 @@ class Starter:
         self._shelf = shelf
         self._commits = commits
         self._timeout_s = timeout_s
+        self._read_ahead: dict[TopicPartition, HeldPartition] = {}
+        """Partitions read ahead of their claim but not assigned yet (module docstring)."""
 
     def ahead(self, wanted: Requests, choose_start: StartChooser) -> None:
         """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it.
@@ -97,14 +106,25 @@ class Starter:
         """
         wait_s = min(self._timeout_s, AHEAD_WAIT_S)
         states = [state for state, _ in self._read(wanted, choose_start, wait_s, ahead=True)]
-        self._assign(states)
-        _log.debug("fetching ahead of the claim", partitions=[str(s.partition) for s in states])
+        first = _first_to_fetch(states)
+        with self._lock:
+            self._read_ahead.update(
+                (s.partition, s) for s in states if all(s is not f for f in first)
+            )
+        self._assign(first)
+        _log.debug("fetching ahead of the claim", partitions=[str(s.partition) for s in first])
+
+    def drop_read_ahead(self) -> None:
+        """Forget partitions read ahead and not assigned (their claim is over, won or lost)."""
+        with self._lock:
+            self._read_ahead.clear()
 
     def hold(self, wanted: Requests, choose_start: StartChooser) -> dict[TopicPartition, int]:
         """Start ``wanted`` (adopting what was fetched ahead where it still stands); starts."""
         kept, to_commit = self._adopt(wanted, choose_start)
         fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
-        states = []
+        with self._lock:  # those only read ahead are assigned with the fresh ones, after the commit
+            states = [s for s in kept.values() if self._held.get(s.partition) is not s]
         for state, commit_now in self._read(fresh, choose_start, self._timeout_s, ahead=False):
             states.append(state)
             if commit_now:
@@ -137,6 +157,8 @@ class Starter:
 
     def forget(self, states: Sequence[HeldPartition]) -> None:
         """Stop fetching partitions fetched ahead, dropping what was fetched of them."""
+        if not states:
+            return
         with self._lock:
             for state in states:
                 if self._held.get(state.partition) is state:
@@ -152,7 +174,8 @@ class Starter:
             ahead = [
                 state
                 for tp in wanted
-                if (state := self._held.get(tp)) is not None and state.fetched_ahead is not None
+                if (state := self._held.get(tp) or self._read_ahead.pop(tp, None)) is not None
+                and state.fetched_ahead is not None
             ]
         if not ahead:
             return {}, []
@@ -169,7 +192,9 @@ class Starter:
             if commit_now:
                 to_commit.append(state)
         if wrong:
-            self.forget(wrong)
+            with self._lock:
+                assigned = [s for s in wrong if self._held.get(s.partition) is s]
+            self.forget(assigned)
         return kept, to_commit
 
     def _assign(self, states: Sequence[HeldPartition]) -> None:
@@ -184,3 +209,10 @@ class Starter:
         # librdkafka keeps a partition's pause across unassign and assign: one paused (full
         # buffer) when it was last released would never be fetched again.
         self._consumer.resume(assigned)
+
+
+def _first_to_fetch(states: Sequence[HeldPartition]) -> list[HeldPartition]:
+    """The partition with the most to read (the first of equals), or all if none has any."""
+    backlogs = [(state.fetched_ahead or (0, 0))[1] - state.confirmed for state in states]
+    most = max(backlogs, default=0)
+    return [states[backlogs.index(most)]] if most > 0 else list(states)

@@ -28,12 +28,18 @@ class _Client:
         self.unassigned: list[int] = []
         self.commits: list[tuple[int, int]] = []
         self.watermark_queries = 0
+        self.highs: dict[int, int] = {}
+        """Log ends other than HIGH, by partition."""
 
     def offsets_for_times(self, partitions: list[Any], timeout: float) -> list[Any]:
         """The log start for OFFSET_BEGINNING (-2), the end for OFFSET_END (-1)."""
         self.watermark_queries += 1
         return [
-            KafkaTopicPartition(tp.topic, tp.partition, LOW if tp.offset == -2 else HIGH)
+            KafkaTopicPartition(
+                tp.topic,
+                tp.partition,
+                LOW if tp.offset == -2 else self.highs.get(tp.partition, HIGH),
+            )
             for tp in partitions
         ]
 
@@ -133,7 +139,9 @@ def test_a_commit_made_while_fetching_ahead_restarts_the_partition_there() -> No
 def test_a_partition_fetched_ahead_but_not_held_is_forgotten() -> None:
     """Only the claimed partition is held; the other is unassigned and its buffer dropped."""
     starter, client, held = _starter()
+    client.highs[0] = 50  # T1 has more to read: it is the one assigned ahead
     starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    assert client.assigned == [(1, LOW)]
     held[T1].add_run(_run(1, range(5)), 5, 5, 1000)
     starter.hold({T0: None}, _rules(T0, T1))
     leftover = [state for state in held.values() if state.fetched_ahead is not None]
@@ -141,6 +149,54 @@ def test_a_partition_fetched_ahead_but_not_held_is_forgotten() -> None:
     starter.forget(leftover)
     assert list(held) == [T0]
     assert client.unassigned == [1]
+
+
+def test_only_the_partition_with_most_to_read_is_assigned_ahead() -> None:
+    """The rest of the share is read ahead and assigned at the claim, without reading again."""
+    starter, client, held = _starter()
+    client.highs[1] = 60
+    client.committed_offsets[1] = 20
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    assert client.assigned == [(0, LOW)]
+    assert list(held) == [T0]
+    starts = starter.hold({T0: None, T1: None}, _rules(T0, T1))
+    assert starts == {T0: LOW, T1: 20}
+    assert client.assigned == [(0, LOW), (1, 20)]
+    assert client.watermark_queries == 2  # read once, ahead
+    assert client.commits == [(0, LOW)]  # T0 had nothing committed; T1 resumes at 20
+    assert all(state.fetched_ahead is None for state in held.values())
+
+
+def test_a_partition_read_ahead_whose_commit_moved_starts_where_it_now_should() -> None:
+    """Another member committed meanwhile: the start read ahead is not used, nor unassigned."""
+    starter, client, _held = _starter()
+    client.highs[1] = 60
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    client.committed_offsets[1] = 45
+    starts = starter.hold({T0: None, T1: None}, _rules(T0, T1))
+    assert starts == {T0: LOW, T1: 45}
+    assert client.assigned == [(0, LOW), (1, 45)]
+    assert client.unassigned == []
+
+
+def test_a_share_with_nothing_to_read_is_assigned_whole_ahead() -> None:
+    """No backlog anywhere: every partition's fetch waits for its first new message."""
+    starter, client, _held = _starter()
+    client.committed_offsets.update({0: HIGH, 1: HIGH})
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    assert sorted(client.assigned) == [(0, HIGH), (1, HIGH)]
+
+
+def test_partitions_read_ahead_are_forgotten_when_their_claim_is_over() -> None:
+    """Read ahead, then not claimed: a later hold reads them afresh."""
+    starter, client, _held = _starter()
+    client.highs[1] = 60
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    starter.drop_read_ahead()
+    client.committed_offsets[1] = 10
+    starts = starter.hold({T1: None}, _rules(T0, T1))
+    assert starts == {T1: 10}
+    assert client.watermark_queries == 4  # read again
 
 
 def test_only_the_fetch_thread_fetches_ahead_and_only_until_a_batch_waits() -> None:

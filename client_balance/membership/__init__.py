@@ -4,12 +4,7 @@ Internal: the consumer uses :class:`StatusMember`; operators see the same record
 :class:`client_balance.admin.GroupView`. See ``docs/operations.md``.
 """
 
-from client_balance.membership._log import (
-    StatusReader,
-    StatusWriter,
-    ensure_status_topic,
-    status_partition,
-)
+from client_balance.membership._log import StatusReader, ensure_status_topic, status_partition
 from client_balance.membership._member import StatusMember
 from client_balance.membership._records import (
     Claim,
@@ -20,6 +15,7 @@ from client_balance.membership._records import (
 )
 from client_balance.membership._report import MAX_LEASE_S, HeldPartition, MemberReport
 from client_balance.membership._signing import status_secret
+from client_balance.membership._writer import StatusWriter
 
 __all__ = [
     "MAX_LEASE_S",

@@ -1,4 +1,4 @@
-"""Kafka I/O of the status topic: making sure it exists, writing records, reading a group.
+"""Kafka I/O of the status topic: making sure it exists, and reading a group (``_writer``: writing).
 
 The topic is compacted and stamps every record with the broker's log-append time, so leases
 are judged by one clock. A group's records all go to the partition ``crc32(group) % n``, the
@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from client_balance._kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
@@ -22,21 +22,20 @@ from client_balance._kafka import (
     ensure_topic,
     from_kafka_exception,
     kafka_tp,
-    producer_client,
     reader_client,
     timed_out,
     wait_until,
 )
 from client_balance._logging import get_logger
-from client_balance.errors import ConfigError, KafkaClientError
+from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
-from client_balance.membership._records import GroupState
-from client_balance.membership._signing import RecordGate, RecordSigner
+from client_balance.membership._records import GroupState, quoted_group
+from client_balance.membership._signing import RecordGate
+from client_balance.membership._writer import StatusWriter
 from client_balance.settings import KafkaValue
 
 __all__ = [
     "StatusReader",
-    "StatusWriter",
     "ensure_status_topic",
     "open_status_topic",
     "status_partition",
@@ -172,90 +171,6 @@ def open_status_topic(
     return open_both() if created else (writer, reader)
 
 
-class StatusWriter:
-    """Writes a group's records and says where each landed (offset, broker time)."""
-
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        topic: str,
-        partition: int,
-        *,
-        kafka: Mapping[str, KafkaValue],
-        timeout_s: float,
-        secret: bytes | None = None,
-    ) -> None:
-        self._topic, self._partition, self._timeout_s = topic, partition, timeout_s
-        self._kafka = kafka
-        self._signer = None if secret is None else RecordSigner(secret)
-        self._producer = producer_client(
-            bootstrap_servers,
-            kafka,
-            {
-                "acks": "all",
-                # No idempotence: acquiring a producer id cost 0.5 s of every start, and a
-                # record written twice by a retry changes nothing (same key, same meaning).
-                "linger.ms": 0,
-                "message.timeout.ms": int(timeout_s * 1000),
-            },
-        )
-        self._lock = threading.Lock()
-        # The topic's metadata now, while the topic is checked: the first write would wait for it.
-        warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
-        warm.daemon = True
-        warm.start()
-
-    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
-        """Write (key, value or None) records in order; (offset, broker ms) of each."""
-        results: dict[int, tuple[int, int] | KafkaClientError] = {}
-        doing = f"writing to the status topic {self._topic!r}"
-
-        def refused(error: KafkaException) -> KafkaClientError:
-            return from_kafka_exception(
-                error, doing, kafka=self._kafka, operation="Write", resource=self._topic
-            )
-
-        def delivered(index: int) -> Callable[[object, object], None]:
-            def report(error: object, message: object) -> None:
-                if error is not None:
-                    results[index] = refused(KafkaException(error))
-                else:
-                    _, stamp = message.timestamp()  # type: ignore[attr-defined]
-                    results[index] = (message.offset(), stamp)  # type: ignore[attr-defined]
-
-            return report
-
-        with self._lock:
-            count = 0
-            for index, (key, value) in enumerate(records):
-                # Signed under the lock: a writer's sequence numbers go out in their order.
-                headers = None if self._signer is None else self._signer.headers(key, value)
-                try:
-                    self._producer.produce(
-                        self._topic, value, key, partition=self._partition,
-                        on_delivery=delivered(index), headers=headers,
-                    )  # fmt: skip
-                except KafkaException as error:  # refused before sending: a topic not writable
-                    raise refused(error) from error
-                count += 1
-            left = self._producer.flush(self._timeout_s)
-        if left or len(results) < count:
-            raise timed_out(
-                f"writing {count} records to the status topic {self._topic!r}", self._timeout_s
-            )
-        answers = []
-        for index in range(count):
-            result = results[index]
-            if isinstance(result, KafkaClientError):
-                raise result
-            answers.append(result)
-        return answers
-
-    def close(self) -> None:
-        """Deliver what is queued (bounded by the timeout) and drop the client."""
-        self._producer.flush(self._timeout_s)
-
-
 class StatusReader:
     """Follows a group's status partition in a thread and keeps its :class:`GroupState`."""
 
@@ -280,6 +195,7 @@ class StatusReader:
         """Every record read as (key, value, offset, broker ms), when ``keep_records``; with a
         ``secret``, only the validly signed ones."""
         self._gate = RecordGate(secret)
+        self._quoted = quoted_group(group)
         self._logged: set[str] = set()  # skip reasons already logged: once each per reader
         self._on_change = on_change
         self._consumer = reader_client(
@@ -316,20 +232,43 @@ class StatusReader:
         except KafkaException as error:
             _log.warning("reading the status topic failed", error=str(error))
             return
-        changed = False
         with self._lock:
-            for message in messages:
-                failure = message.error()
-                offset = message.offset()
-                if failure is not None or offset is None:
-                    continue  # an end-of-partition event, or a fetch error librdkafka retries
-                kind, stamp = message.timestamp()
-                if kind != TIMESTAMP_LOG_APPEND_TIME:
-                    stamp = int(time.time() * 1000)  # a foreign record; never decides a lease
-                changed |= self._apply(message, offset, stamp)
+            changed = self._apply_all(messages)
             self._lock.notify_all()
         if changed:
             self._on_change()
+
+    def _apply_all(self, messages: list[Message]) -> bool:
+        """Apply what one read returned; True if it changed members or holders.
+
+        The topic is shared by every group of the cluster, and a member's start reads all of
+        its partition: another group's record, told by its key, only moves the position and
+        the clock, as applying it would, without the calls that apply one (3,591 records took
+        9 ms of CPU that way, on the way to every first message). Kept records need them all,
+        and so does a reader with a secret: a record signed with it moves the clock, one not
+        signed does not, and telling which takes the signature's check.
+        """
+        state = self.state
+        passing = self.records is None and not self._gate.verifies
+        changed = passed = False
+        for message in messages:
+            offset = message.offset()
+            if message.error() is not None or offset is None:
+                continue  # an end-of-partition event, or a fetch error librdkafka retries
+            kind, stamp = message.timestamp()
+            if kind != TIMESTAMP_LOG_APPEND_TIME:
+                stamp = int(time.time() * 1000)  # a foreign record; never decides a lease
+            key = message.key()
+            if passing and (key is None or self._quoted not in key):
+                state.position = max(state.position, offset + 1)
+                state.last_ms = max(state.last_ms, stamp)
+                passed = True
+                continue
+            if passed:  # a lease may have run out by the time of the records passed over
+                changed |= state.lapsed()
+                passed = False
+            changed |= self._apply(message, offset, stamp)
+        return (passed and state.lapsed()) or changed
 
     def _apply(self, message: Message, offset: int, stamp: int) -> bool:
         """Apply one record, or skip it; never raise (one bad record must not stop the reader)."""

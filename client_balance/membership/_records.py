@@ -47,7 +47,7 @@ _MEMBER, _CLAIM = "member", "claim"
 
 
 @cache
-def _quoted(group: str) -> bytes:
+def quoted_group(group: str) -> bytes:
     """``group`` as every key of it spells it: records without it are another group's."""
     return json.dumps(group).encode()
 
@@ -149,7 +149,7 @@ class GroupState:
     _defeated: dict[bytes, None] = field(default_factory=dict)
     """Keys of claims that lost to ``verdicts_of``'s member and are not withdrawn (in order)."""
     _watched: set[str] = field(default_factory=set)
-    """Members alive when last looked at, whose lapse is a change (see ``_lapsed``)."""
+    """Members alive when last looked at, whose lapse is a change (see ``lapsed``)."""
     _next_lapse_ms: float = float("inf")
     """The broker time at which the first of ``_watched`` lapses, or earlier."""
 
@@ -170,9 +170,9 @@ class GroupState:
         and counted (``skipped``), never raised. ``signed``: the record carried a signature.
         """
         changed = self._apply(key, value, offset, timestamp_ms, signed=signed)
-        return self._lapsed() or changed
+        return self.lapsed() or changed
 
-    def _lapsed(self) -> bool:
+    def lapsed(self) -> bool:
         """Whether a watched member lapsed by ``last_ms`` (then the watch starts afresh)."""
         if self.last_ms < self._next_lapse_ms:
             return False
@@ -202,7 +202,7 @@ class GroupState:
     ) -> bool:
         self.position = max(self.position, offset + 1)
         self.last_ms = max(self.last_ms, timestamp_ms)
-        if key is None or _quoted(self.group) not in key:  # the status topic is shared:
+        if key is None or quoted_group(self.group) not in key:  # the status topic is shared:
             return False  # most of it is other groups', told apart without parsing JSON
         parsed = parse_key(key)
         if parsed is None or parsed[1] != self.group:

@@ -1,0 +1,97 @@
+"""Writing a group's records to its status partition (``_log`` reads them)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+from client_balance._kafka import KafkaException, from_kafka_exception, producer_client, timed_out
+from client_balance.errors import KafkaClientError
+from client_balance.membership._signing import RecordSigner
+from client_balance.settings import KafkaValue
+
+__all__ = ["StatusWriter"]
+
+
+class StatusWriter:
+    """Writes a group's records and says where each landed (offset, broker time)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        partition: int,
+        *,
+        kafka: Mapping[str, KafkaValue],
+        timeout_s: float,
+        secret: bytes | None = None,
+    ) -> None:
+        self._topic, self._partition, self._timeout_s = topic, partition, timeout_s
+        self._kafka = kafka
+        self._signer = None if secret is None else RecordSigner(secret)
+        self._producer = producer_client(
+            bootstrap_servers,
+            kafka,
+            {
+                "acks": "all",
+                # No idempotence: acquiring a producer id cost 0.5 s of every start, and a
+                # record written twice by a retry changes nothing (same key, same meaning).
+                "linger.ms": 0,
+                "message.timeout.ms": int(timeout_s * 1000),
+            },
+        )
+        self._lock = threading.Lock()
+        # The topic's metadata now, while the topic is checked: the first write would wait for it.
+        warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
+        warm.daemon = True
+        warm.start()
+
+    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
+        """Write (key, value or None) records in order; (offset, broker ms) of each."""
+        results: dict[int, tuple[int, int] | KafkaClientError] = {}
+        doing = f"writing to the status topic {self._topic!r}"
+
+        def refused(error: KafkaException) -> KafkaClientError:
+            return from_kafka_exception(
+                error, doing, kafka=self._kafka, operation="Write", resource=self._topic
+            )
+
+        def delivered(index: int) -> Callable[[object, object], None]:
+            def report(error: object, message: object) -> None:
+                if error is not None:
+                    results[index] = refused(KafkaException(error))
+                else:
+                    _, stamp = message.timestamp()  # type: ignore[attr-defined]
+                    results[index] = (message.offset(), stamp)  # type: ignore[attr-defined]
+
+            return report
+
+        with self._lock:
+            count = 0
+            for index, (key, value) in enumerate(records):
+                # Signed under the lock: a writer's sequence numbers go out in their order.
+                headers = None if self._signer is None else self._signer.headers(key, value)
+                try:
+                    self._producer.produce(
+                        self._topic, value, key, partition=self._partition,
+                        on_delivery=delivered(index), headers=headers,
+                    )  # fmt: skip
+                except KafkaException as error:  # refused before sending: a topic not writable
+                    raise refused(error) from error
+                count += 1
+            left = self._producer.flush(self._timeout_s)
+        if left or len(results) < count:
+            raise timed_out(
+                f"writing {count} records to the status topic {self._topic!r}", self._timeout_s
+            )
+        answers = []
+        for index in range(count):
+            result = results[index]
+            if isinstance(result, KafkaClientError):
+                raise result
+            answers.append(result)
+        return answers
+
+    def close(self) -> None:
+        """Deliver what is queued (bounded by the timeout) and drop the client."""
+        self._producer.flush(self._timeout_s)

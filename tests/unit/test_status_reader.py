@@ -1,0 +1,113 @@
+"""The status reader passes over other groups' records exactly as applying them would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from client_balance.membership import StatusReader, _log, claim_key, member_key
+from client_balance.membership._signing import RecordSigner
+from tests.unit.test_status_records import GROUP, P0, SECRET, encoded, report_fields
+
+LOG_APPEND_TIME = 2
+
+
+class _Message:
+    """A record as librdkafka hands it to the reader."""
+
+    def __init__(
+        self, key: bytes | None, value: bytes | None, offset: int, stamp_ms: int, headers: Any
+    ) -> None:
+        self._key, self._value, self._offset = key, value, offset
+        self._stamp_ms, self._headers = stamp_ms, headers
+
+    def key(self) -> bytes | None:
+        """The record key."""
+        return self._key
+
+    def value(self) -> bytes | None:
+        """The record value."""
+        return self._value
+
+    def headers(self) -> Any:
+        """The record headers."""
+        return self._headers
+
+    def offset(self) -> int:
+        """Where it sits in the partition."""
+        return self._offset
+
+    def error(self) -> None:
+        """A record, not an event."""
+
+    def timestamp(self) -> tuple[int, int]:
+        """The broker's log-append time."""
+        return LOG_APPEND_TIME, self._stamp_ms
+
+
+class _Client:
+    """A consumer that is never asked to read."""
+
+    def assign(self, partitions: object) -> None:
+        """Nothing to assign."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+# One record: (whose group, member, kind, milliseconds after the previous record).
+_RECORDS = st.lists(
+    st.tuples(
+        st.sampled_from([GROUP, "other", f"{GROUP}-eu"]),
+        st.sampled_from(["a", "b"]),
+        st.sampled_from(["report", "claim", "leave", "withdraw", "keyless"]),
+        st.integers(0, 20_000),
+    ),
+    max_size=25,
+)
+
+
+def _messages(records: list[tuple[str, str, str, int]], signer: RecordSigner | None) -> list[Any]:
+    messages, now_ms = [], 1_000
+    for offset, (group, member, kind, after_ms) in enumerate(records):
+        now_ms += after_ms
+        key: bytes | None = claim_key(group, P0, member)
+        value: bytes | None = b"{}"
+        if kind in ("report", "leave"):
+            key = member_key(group, member)
+            value = encoded(report_fields(member, lease_timeout_s=10.0))
+        if kind in ("leave", "withdraw"):
+            value = None
+        if kind == "keyless":
+            key = None
+        headers = None if signer is None or key is None else signer.headers(key, value)
+        messages.append(_Message(key, value, offset, now_ms, headers))
+    return messages
+
+
+def _reader(monkeypatch: pytest.MonkeyPatch, *, keep: bool, secret: bytes | None) -> StatusReader:
+    monkeypatch.setattr(_log, "reader_client", lambda config: _Client())
+    return StatusReader(
+        "x:1", "t", 0, GROUP, kafka={}, timeout_s=1, follow=False, keep_records=keep, secret=secret
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=_RECORDS, split=st.integers(0, 25), signed=st.booleans())
+def test_passing_over_other_groups_records_ends_in_the_state_applying_them_would(
+    records: list[tuple[str, str, str, int]], split: int, signed: bool
+) -> None:
+    """Same position, clock, members, holders and change verdicts as the full path, read in two."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        secret = SECRET if signed else None
+        messages = _messages(records, RecordSigner(SECRET) if signed else None)
+        fast = _reader(monkeypatch, keep=False, secret=secret)
+        full = _reader(monkeypatch, keep=True, secret=secret)  # kept records take the full path
+        for part in (messages[:split], messages[split:]):
+            assert fast._apply_all(part) == full._apply_all(part)
+        for name in ("position", "last_ms", "members", "holders", "skipped"):
+            assert getattr(fast.state, name) == getattr(full.state, name), name
+        assert fast.state.live_reports() == full.state.live_reports()

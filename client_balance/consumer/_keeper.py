@@ -163,9 +163,8 @@ class PartitionKeeper:
         finally:
             self._fetcher.announce(starts)
 
-    def fetch_ahead(self) -> None:
+    def fetch_ahead(self, expected: Mapping[TopicPartition, int]) -> None:
         """Fetch the share a node expects while it still joins (``_starts``); best effort."""
-        expected = self.planner.expected(self._meta.snapshot())
         topics = self._member.topics
         rules = StartRules(expected, frozenset(), self._from_earliest)
         self._fetcher.fetch_ahead({tp: topics[tp.topic] for tp in sorted(expected)}, rules)
@@ -187,10 +186,15 @@ class PartitionKeeper:
             raise PartitionOccupiedError(
                 f"partition {self._meta.key(partition)} is held by the live member {holder}; "
                 "it can be registered once that member releases it or its lease lapses",
-                key=shown_key,
-                holder=holder,
-            )
+                key=shown_key, holder=holder,
+            )  # fmt: skip
         return {tp: offset for tp, offset in fresh.items() if tp not in lost}
+
+    def _withdraw_strays(self) -> None:
+        # A claim made with the join on what the round did not register (a partition another
+        # live member pinned, say) would keep every other member from it all along.
+        if self.status is not None:
+            self._withdraw(self.status.claimed() - self._fetcher.held())
 
     def _withdraw(self, partitions: set[TopicPartition]) -> None:
         if self.status is not None and partitions:
@@ -284,6 +288,7 @@ class PartitionKeeper:
             }
             if wanted and not self.stopping:
                 self._register(wanted)
+            self._withdraw_strays()
             # After registering, so that the first round (on the way to the first message)
             # pays no extra round trip; a topic recreated in between is caught next round.
             # Light rounds leave it to the full ones: it is another query of the cluster.

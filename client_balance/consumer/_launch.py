@@ -22,6 +22,7 @@ from client_balance.consumer._reconcile import Reconciler
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.consumer._results import ConsumeResult
 from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._starts import AHEAD_WAIT_S
 from client_balance.consumer._targets import TargetPlanner
 from client_balance.errors import (
     ClientBalanceError,
@@ -181,9 +182,13 @@ def launch(
         # The first meta set while the group is joined, and a node's share fetched ahead. A
         # daemon thread, waited for only if joining succeeds: a refused login must fail
         # start() at once, not after the query's timeout.
+        share: list[TopicPartition] = []  # a node's share, once the metadata is in
+        expects = planner.expects_share
+        share_known = threading.Event()
         prefetch = threading.Thread(
-            target=_prefetch, args=(meta, keeper), name="client-balance-prefetch", daemon=True
-        )
+            target=_prefetch, args=(meta, keeper, share, share_known),
+            name="client-balance-prefetch", daemon=True,
+        )  # fmt: skip
         prefetch.start()
         status = join_group(
             setup,
@@ -191,6 +196,9 @@ def launch(
             on_change=reconciler.wake,
             on_fenced=fenced,
             admin=admin,
+            # A node claims its share with its join: worth waiting for the metadata, if it
+            # comes later, since claiming later costs a write and its read-back.
+            claims=lambda: share if expects and share_known.wait(AHEAD_WAIT_S) else [],
         )
     except BaseException:
         fetcher.close(0.0)
@@ -225,13 +233,20 @@ def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
     ]
 
 
-def _prefetch(meta: MetaCache, keeper: PartitionKeeper) -> None:
+def _prefetch(
+    meta: MetaCache, keeper: PartitionKeeper, share: list[TopicPartition], known: threading.Event
+) -> None:
     try:
-        meta.prefetch()
-    except ClientBalanceError as error:  # the first round asks again, and reports it
-        _log.info("metadata not ready at start", error=str(error))
-        return
+        try:
+            meta.prefetch()
+        except ClientBalanceError as error:  # the first round asks again, and reports it
+            _log.info("metadata not ready at start", error=str(error))
+            return
+        expected = keeper.planner.expected(meta.snapshot())
+        share.extend(sorted(expected))
+    finally:
+        known.set()  # the join waits for it, metadata or not
     try:  # a node's share is known now: fetch it while the member joins (``_starts``)
-        keeper.fetch_ahead()
+        keeper.fetch_ahead(expected)
     except ClientBalanceError as error:  # the first round starts them as it would anyway
         _log.info("could not fetch ahead", error=str(error))

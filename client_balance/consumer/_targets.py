@@ -137,14 +137,18 @@ class TargetPlanner:
         self._previous = target
         return dict(target)
 
+    @property
+    def expects_share(self) -> bool:
+        """Whether the member is a node whose share follows from the metadata alone."""
+        return self._member.assigner is None and self._member.mode is GroupMode.NODE
+
     def expected(self, meta: Mapping[TopicPartition, PartitionMeta]) -> dict[TopicPartition, int]:
         """What a node expects to hold before it knows its group: its share and its own pins.
 
         Only partitions that can be read now. Empty for any other member: what it holds
         depends on the group (or on its callback).
         """
-        member = self._member
-        if member.assigner is not None or member.mode is not GroupMode.NODE:
+        if not self.expects_share:
             return {}
         expected = self._node_share(meta)
         expected.update(self.pins())

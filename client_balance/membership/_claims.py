@@ -44,15 +44,36 @@ class MemberClaims:
         self._lock = threading.Lock()
 
     def claim(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str | None]:
-        """Claim ``partitions``: None for each one won, else the live holder it lost to."""
-        wanted = sorted(partitions)
-        if not wanted:
-            return {}
-        written = self._writer.write([(self._key(tp), _CLAIM) for tp in wanted])
+        """Claim ``partitions``: None for each one won, else the live holder it lost to.
+
+        A partition whose claim stands already is won without a write (a claim written again
+        gets no verdict of its own).
+        """
+        with self._lock:
+            standing = {tp: None for tp in partitions if tp in self._claimed}
+        wanted = sorted(set(partitions) - standing.keys())
+        return {**standing, **self._write_claims([], wanted)[1]}
+
+    def join(
+        self, report: tuple[bytes, bytes], partitions: Iterable[TopicPartition]
+    ) -> tuple[int, dict[TopicPartition, str | None]]:
+        """Write the first report and claims on ``partitions`` in one write; read up to them.
+
+        The report's offset, and the claims' verdicts as :meth:`claim` gives them.
+        """
+        written, verdicts = self._write_claims([report], sorted(partitions))
+        return written[0][0], verdicts
+
+    def _write_claims(
+        self, first: list[tuple[bytes, bytes | None]], wanted: list[TopicPartition]
+    ) -> tuple[list[tuple[int, int]], dict[TopicPartition, str | None]]:
+        if not first and not wanted:
+            return [], {}
+        written = self._writer.write([*first, *((self._key(tp), _CLAIM) for tp in wanted)])
         self._wait_applied(written[-1][0])
         verdicts: dict[TopicPartition, str | None] = {}
         with self._reader.lock:
-            for partition, (offset, _) in zip(wanted, written, strict=True):
+            for partition, (offset, _) in zip(wanted, written[len(first) :], strict=True):
                 verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
         won = [tp for tp, holder in verdicts.items() if holder is None]
         lost = [tp for tp, holder in verdicts.items() if holder is not None]
@@ -60,7 +81,7 @@ class MemberClaims:
             self._claimed.update(won)
         if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
             self.withdraw(lost)
-        return verdicts
+        return written, verdicts
 
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""

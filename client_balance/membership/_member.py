@@ -92,12 +92,16 @@ class StatusMember:
         """Told of each registration's claims won and lost (the consumer's metrics)."""
 
     # ------------------------------------------------------------------ lifecycle
-    def join(self) -> None:
-        """Write the first report and read up to it; then start reporting periodically."""
+    def join(self, claims: Iterable[TopicPartition] = ()) -> None:
+        """Write the first report and claims on ``claims``, read up to them; then report.
+
+        Written together, one write and one read-back. Claims lost are withdrawn; those won
+        stand (:meth:`claimed`), and a :meth:`claim` of them later is won without a write.
+        """
         sent = time.monotonic()
-        ((offset, _),) = self._writer.write([(member_key(self._group, self._id), self._report())])
+        report = (member_key(self._group, self._id), self._report())
+        offset, _ = self._claims.join(report, claims)  # counted when a registration claims them
         self._join_offset, self._last_written_s = offset, sent
-        self._wait_applied(offset)
         self._check_layout()
         self._thread = threading.Thread(target=self._run, name="client-balance-report", daemon=True)
         self._thread.start()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from client_balance import ClientBalanceConsumer, NoMessageError
+from client_balance.membership import StatusReader, parse_key, status_partition
 from client_balance.strategies import get_strategy
 from client_balance.strategies._nodes import node_share
 from tests.integration.workers import produce, wait_until
@@ -54,3 +55,43 @@ def test_a_partition_another_member_pinned_is_fetched_ahead_but_never_delivered(
         node1.confirm(batch.confirm_context)
     assert offsets[0] == list(range(20))
     assert offsets[1] == list(range(20))
+
+
+def test_a_node_claims_its_share_in_the_write_of_its_join(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """Its claims follow its join report at once, and its first round writes none of its own."""
+    topic = new_topic(partitions=4)
+    node = make_member()
+    node.start([topic], 1, 0)
+    settings = node.settings
+    try:
+        wait_until(lambda: len(node.registered_partitions()) == 4, 30, "all four registered")
+        partition = status_partition(settings.group_id, settings.status_topic_partitions)
+        reader = StatusReader(
+            kafka_bootstrap, settings.status_topic, partition, settings.group_id,
+            kafka={}, timeout_s=10.0, follow=False, keep_records=True,
+        )  # fmt: skip
+        try:
+            reader.read_to_end(10.0)
+            assert reader.records is not None
+            mine = [
+                (parsed[0], parsed[3], value, (offset, stamp_ms))
+                for key, value, offset, stamp_ms in reader.records
+                if (parsed := parse_key(key)) is not None and parsed[1] == settings.group_id
+            ]
+        finally:
+            reader.close()
+    finally:
+        node.shutdown()
+    join, first_claims = mine[0], mine[1:5]
+    assert join[0] == "member"
+    assert [kind for kind, *_ in first_claims] == ["claim"] * 4
+    assert {tp.partition for _, tp, *_ in first_claims if tp is not None} == {0, 1, 2, 3}
+    # One write: consecutive offsets, one broker time (the broker stamps a whole batch).
+    offset, stamp_ms = join[3]
+    assert [at for *_, at in first_claims] == [(offset + n, stamp_ms) for n in range(1, 5)]
+    claims = [record for record in mine if record[0] == "claim" and record[2] is not None]
+    assert len(claims) == 4  # none written again by the round that registered them

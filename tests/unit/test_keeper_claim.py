@@ -1,4 +1,4 @@
-"""A round's claim reads the group view once, however many partitions it registers."""
+"""A round's claims: one read of the group view, and no claim left standing on nothing held."""
 
 from __future__ import annotations
 
@@ -37,3 +37,34 @@ def test_a_round_reads_the_group_view_once_for_all_its_partitions() -> None:
     claimed = keeper._claim(wanted, None)
     assert status.reads == 1
     assert set(claimed) == set(wanted) - {TopicPartition("orders", 0)}
+
+
+class _Claims:
+    """A member whose claims stand on ``orders-0`` and ``orders-1``; records its withdrawals."""
+
+    def __init__(self) -> None:
+        self.withdrawn: list[set[TopicPartition]] = []
+        self.reports = 0
+
+    def claimed(self) -> set[TopicPartition]:
+        return {TopicPartition("orders", 0), TopicPartition("orders", 1)}
+
+    def withdraw(self, partitions: set[TopicPartition]) -> None:
+        self.withdrawn.append(set(partitions))
+
+    def report_soon(self) -> None:
+        self.reports += 1
+
+
+def test_a_claim_made_with_the_join_and_not_registered_is_withdrawn() -> None:
+    """The round held orders-0 only: the claim on orders-1 goes, the held one stays."""
+    setup = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0))
+    fetcher = SimpleNamespace(held=lambda: {TopicPartition("orders", 0)})
+    keeper = PartitionKeeper(
+        cast(Any, setup), cast(Any, fetcher), cast(Any, None), cast(Any, None), cast(Any, None)
+    )
+    status = _Claims()
+    keeper.status = cast(StatusMember, status)
+    keeper._withdraw_strays()
+    assert status.withdrawn == [{TopicPartition("orders", 1)}]
+    assert status.reports == 1

@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from client_balance import ClientBalanceSettings, KafkaClientError, TopicPartition
-from client_balance.membership import GroupState, MemberReport, StatusMember, _log
+from client_balance.membership import (
+    GroupState,
+    MemberReport,
+    StatusMember,
+    _log,
+    claim_key,
+    member_key,
+)
 
 
 class FakeWriter:
@@ -135,4 +142,34 @@ def test_a_paused_process_is_fenced_by_its_clock_before_it_reports_again(
     assert not member.lease_ok()
     wait_for(lambda: fenced == [True, False])
     assert member.lease_ok()
+    member.leave()
+
+
+def test_claims_made_with_the_join_go_in_its_write_and_stand(member: StatusMember) -> None:
+    """Report then claims, in order; a later claim of a standing one writes nothing."""
+    p0, p1, p2 = (TopicPartition("orders", n) for n in range(3))
+    member.join([p1, p0])
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    assert [key for key, _ in writer.records] == [
+        member_key("g", "me"),
+        claim_key("g", p0, "me"),
+        claim_key("g", p1, "me"),
+    ]
+    assert member.claimed() == {p0, p1}
+    written = len(writer.records)
+    assert member.claim([p0, p2]) == {p0: None, p2: None}
+    assert [key for key, _ in writer.records[written:]] == [claim_key("g", p2, "me")]
+    member.leave()
+
+
+def test_a_claim_lost_at_the_join_is_withdrawn_at_once(member: StatusMember) -> None:
+    """A live member held orders-0 when the join's claim on it was applied: it is taken back."""
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    member._reader.state.verdicts[1] = "other"  # the record after the report: orders-0's claim
+    member.join([p0, p1])
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    assert writer.records[-1] == (claim_key("g", p0, "me"), None)
+    assert member.claimed() == {p1}
     member.leave()

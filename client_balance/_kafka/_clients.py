@@ -110,7 +110,11 @@ def fetch_client(
     ``stats_cb``.
     """
     queue = {"queued.max.messages.kbytes": fetch_queue_kbytes(settings.max_buffered_bytes)}
-    config = {**LIBRDKAFKA_DEFAULTS, **queue, **settings.consumer_config()}
+    # Connected to every broker at once, as the admin client is (docs/design-decisions.md):
+    # with sparse connections the queries where each partition starts, the first a member
+    # makes, waited out librdkafka's hold-back of the connection after the bootstrap one.
+    eager = {"enable.sparse.connections": False}
+    config = {**LIBRDKAFKA_DEFAULTS, **queue, **eager, **settings.consumer_config()}
     config["error_cb"] = _ours_first(on_error, config.get("error_cb"))
     if statistics is not None and settings.statistics_interval_ms:
         config["statistics.interval.ms"] = settings.statistics_interval_ms

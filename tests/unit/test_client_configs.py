@@ -1,0 +1,24 @@
+"""What the SDK sets on the clients it builds, and that the user's ``kafka`` wins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from client_balance import ClientBalanceSettings
+from client_balance._kafka import _clients, fetch_client
+
+
+@pytest.mark.parametrize(
+    ("kafka", "sparse"), [({}, False), ({"enable.sparse.connections": True}, True)]
+)
+def test_the_fetching_consumer_connects_to_every_broker_unless_kafka_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch, kafka: dict[str, Any], sparse: bool
+) -> None:
+    """Sparse connections held its first queries back ~10 ms; ``kafka`` restores them."""
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(_clients, "Consumer", made.append)
+    settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g", kafka=kafka)
+    fetch_client(settings, lambda error: None)
+    assert made[0]["enable.sparse.connections"] is sparse

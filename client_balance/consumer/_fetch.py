@@ -63,9 +63,9 @@ _Sink = Callable[[str], None]
 _IDLE_WAIT_S = 0.5
 _CONSUME_WAIT_S = 0.05
 _CALLER_CONSUME_WAIT_S = 0.005
-"""A caller's ``consume()`` returns what came within this, as Kafka's ``poll()`` would:
-librdkafka's waits for a full batch, 50 ms on a sparse topic and 20 ms on the first fetch of a
-backlog (the first message: docs/benchmarks.md)."""
+"""A caller with nothing queued for it waits this long for messages to come. What is queued
+already goes out at once, as Kafka's ``poll()`` would; librdkafka's ``consume()`` waits for a
+full batch, which cost the first message of a sparse topic the whole wait (docs/benchmarks.md)."""
 _CALLERS_FETCH_FOR_S = 0.1
 """The background thread stays out of fetching while a caller asked for a batch this recently."""
 
@@ -288,7 +288,12 @@ class Fetcher:
         """``consume()`` and share out; a caller's ``taken`` gets the first batch it can have."""
         count = self.shelf.fetch_count()
         try:
-            messages = self._consumer.consume(num_messages=count, timeout=wait_s)
+            # A caller takes what is there now, and waits only when nothing is.
+            messages = (
+                self._consumer.consume(num_messages=count, timeout=0) if taken is not None else []
+            )
+            if not messages:
+                messages = self._consumer.consume(num_messages=count, timeout=wait_s)
         except KafkaException as error:
             _log.warning("consume failed", error=str(error))
             return

@@ -260,3 +260,43 @@ def test_the_fetch_thread_stays_out_while_a_caller_takes_batches(
     assert offsets == list(range(20_000))
     assert asked_by_then is not None
     assert set(fetched_by[asked_by_then + 1 :]) == {"MainThread"}
+
+
+def test_a_caller_takes_what_is_queued_without_waiting_for_a_full_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five messages queued, batches of 100: the caller gets them at once, as poll() would.
+
+    librdkafka's consume() waits for a full batch or its timeout: the first message of a
+    sparse topic waited the caller's whole wait for messages that were already there.
+    """
+    caller = threading.current_thread()
+    asked: list[float] = []
+
+    class Client(_FakeClient):
+        def consume(self, num_messages: int, timeout: float) -> list[Any]:
+            if threading.current_thread() is not caller:  # the fetch thread gets nothing
+                time.sleep(min(timeout, 0.01))
+                return []
+            asked.append(timeout)
+            if timeout > 0:  # as librdkafka: a full batch, or the whole timeout
+                time.sleep(timeout)
+            return super().consume(num_messages, 0)
+
+    monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client(_messages(0, range(5), 10)))
+    monkeypatch.setattr(
+        _starts, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 5)}, {})
+    )
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=100
+    )
+    made = Fetcher(settings)
+    try:
+        made.hold({T0: None}, lambda partition, committed, low, high: (0, False))
+        made.announce([T0])
+        batch = made.take_batch(timeout_s=5.0)
+    finally:
+        made.close(0.0)
+    assert not isinstance(batch, int)
+    assert [m.offset() for m in batch.messages] == list(range(5))
+    assert asked == [0]

@@ -286,14 +286,11 @@ class Fetcher:
 
     def _fetch_once(self, wait_s: float, taken: list[Batch] | None = None) -> None:
         """``consume()`` and share out; a caller's ``taken`` gets the first batch it can have."""
-        count = self.shelf.fetch_count()
-        try:
-            # A caller takes what is there now, and waits only when nothing is.
-            messages = (
-                self._consumer.consume(num_messages=count, timeout=0) if taken is not None else []
-            )
+        count, consume = self.shelf.fetch_count(), self._consumer.consume
+        try:  # a caller takes what is there now, and waits only when nothing is
+            messages = consume(num_messages=count, timeout=0) if taken is not None else []
             if not messages:
-                messages = self._consumer.consume(num_messages=count, timeout=wait_s)
+                messages = consume(num_messages=count, timeout=wait_s)
         except KafkaException as error:
             _log.warning("consume failed", error=str(error))
             return

@@ -107,10 +107,9 @@ class Starter:
         wait_s = min(self._timeout_s, AHEAD_WAIT_S)
         states = [state for state, _ in self._read(wanted, choose_start, wait_s, ahead=True)]
         first = _first_to_fetch(states)
+        chosen = {state.partition for state in first}  # a set: a share may have 100,000
         with self._lock:
-            self._read_ahead.update(
-                (s.partition, s) for s in states if all(s is not f for f in first)
-            )
+            self._read_ahead.update((s.partition, s) for s in states if s.partition not in chosen)
         self._assign(first)
         _log.debug("fetching ahead of the claim", partitions=[str(s.partition) for s in first])
 

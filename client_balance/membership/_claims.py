@@ -49,9 +49,10 @@ class MemberClaims:
         A partition whose claim stands already is won without a write (a claim written again
         gets no verdict of its own).
         """
+        asked = set(partitions)  # iterated twice: a generator would be empty the second time
         with self._lock:
-            standing = {tp: None for tp in partitions if tp in self._claimed}
-        wanted = sorted(set(partitions) - standing.keys())
+            standing = dict.fromkeys(asked & self._claimed)
+        wanted = sorted(asked - standing.keys())
         return {**standing, **self._write_claims([], wanted)[1]}
 
     def join(

@@ -260,8 +260,7 @@ class StatusReader:
                 stamp = int(time.time() * 1000)  # a foreign record; never decides a lease
             key = message.key()
             if passing and (key is None or self._quoted not in key):
-                state.position = max(state.position, offset + 1)
-                state.last_ms = max(state.last_ms, stamp)
+                state.pass_over(offset, stamp)
                 passed = True
                 continue
             if passed:  # a lease may have run out by the time of the records passed over

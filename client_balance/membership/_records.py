@@ -191,17 +191,16 @@ class GroupState:
         member = self.members[consumer_id]
         return member.last_seen_ms + member.lease_ms + 1  # alive while at most its lease old
 
-    def _apply(  # noqa: PLR0911 - one return per verdict reads best here
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        offset: int,
-        timestamp_ms: int,
-        *,
-        signed: bool = False,
-    ) -> bool:
+    def pass_over(self, offset: int, timestamp_ms: int) -> None:
+        """Move the position and the clock past a record, as any record applied does."""
         self.position = max(self.position, offset + 1)
         self.last_ms = max(self.last_ms, timestamp_ms)
+
+    def _apply(  # noqa: PLR0911 - one return per verdict reads best here
+        self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int,
+        *, signed: bool = False,
+    ) -> bool:  # fmt: skip
+        self.pass_over(offset, timestamp_ms)
         if key is None or quoted_group(self.group) not in key:  # the status topic is shared:
             return False  # most of it is other groups', told apart without parsing JSON
         parsed = parse_key(key)

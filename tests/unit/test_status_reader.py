@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from client_balance.membership import StatusReader, _log, claim_key, member_key
 from client_balance.membership._signing import RecordSigner
 from tests.unit.test_status_records import GROUP, P0, SECRET, encoded, report_fields
+from tests.unit.test_status_records import _Client as Client
 
 LOG_APPEND_TIME = 2
 
@@ -48,16 +49,6 @@ class _Message:
         return LOG_APPEND_TIME, self._stamp_ms
 
 
-class _Client:
-    """A consumer that is never asked to read."""
-
-    def assign(self, partitions: object) -> None:
-        """Nothing to assign."""
-
-    def close(self) -> None:
-        """Nothing to close."""
-
-
 # One record: (whose group, member, kind, milliseconds after the previous record).
 _RECORDS = st.lists(
     st.tuples(
@@ -89,7 +80,7 @@ def _messages(records: list[tuple[str, str, str, int]], signer: RecordSigner | N
 
 
 def _reader(monkeypatch: pytest.MonkeyPatch, *, keep: bool, secret: bytes | None) -> StatusReader:
-    monkeypatch.setattr(_log, "reader_client", lambda config: _Client())
+    monkeypatch.setattr(_log, "reader_client", lambda config: Client())
     return StatusReader(
         "x:1", "t", 0, GROUP, kafka={}, timeout_s=1, follow=False, keep_records=keep, secret=secret
     )

@@ -4,7 +4,8 @@
 - ``_errors``: librdkafka errors -> :class:`~client_balance.errors.KafkaClientError`,
   ``timed_out()``, the transient codes
 - ``_retry``: every retry and wait, declared on tenacity
-- ``_admin``: readiness probes, group membership, topics
+- ``_admin``: readiness probes, group membership, partition leaders
+- ``_topics``: creating topics, and ensuring the status topic exists as it must
 - ``_metadata``: partition leaders and topic ids
 - ``_offsets``: a group's offsets without joining it
 - ``_ranges``: one-off reads of offset ranges (the Spark source's tasks)
@@ -20,11 +21,8 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Kaf
 from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._admin import (
-    TopicState,
     check_login,
     cluster_answers,
-    create_topics,
-    ensure_topic,
     group_members,
     partition_leader,
     topics_metadata,
@@ -74,6 +72,7 @@ from client_balance._kafka._schema_registry import (
     registry_avro,
     wrap_deserializer,
 )
+from client_balance._kafka._topics import TopicState, create_topics, ensure_topic
 
 __all__ = [
     "BROKER_POLL_S",

@@ -1,4 +1,4 @@
-"""The admin helpers map every way Kafka fails to answer into KafkaClientError."""
+"""Ensuring a topic: its config asked beside its metadata, every failure a KafkaClientError."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from client_balance._kafka import _admin
+from client_balance._kafka import _topics
 from client_balance.errors import KafkaClientError
 
 
@@ -35,9 +35,9 @@ def test_a_config_query_that_times_out_is_a_retriable_kafka_client_error(
     Seen in the 3-broker failover test: GroupView.load raised a bare TimeoutError from the
     thread watching the group while a leader was killed.
     """
-    monkeypatch.setattr(_admin, "admin_client", lambda *args: _SilentAdmin())
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _SilentAdmin())
     with pytest.raises(KafkaClientError, match=r"no answer within 0\.1 s") as failed:
-        _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+        _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
                             kafka=None, timeout_s=0.1)  # fmt: skip
     assert failed.value.retriable
 
@@ -69,10 +69,10 @@ def test_a_given_admin_client_is_asked_even_though_it_is_falsy(
     def refuse(*args: object) -> object:
         raise AssertionError("a new admin client was made")
 
-    monkeypatch.setattr(_admin, "admin_client", refuse)
+    monkeypatch.setattr(_topics, "admin_client", refuse)
     given = _GivenAdmin()
     with pytest.raises(KafkaClientError):
-        _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+        _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
                             kafka=None, timeout_s=0.1, admin=given)  # type: ignore[arg-type]  # fmt: skip
     assert given.asked == ["status"]
 
@@ -105,8 +105,8 @@ def test_a_topic_unknown_to_a_just_restarted_broker_is_asked_again(
     Seen in the 3-broker test that kills the status topic's leader: a worker restarted at once
     failed its start with UNKNOWN_TOPIC_OR_PART from the broker that had just come back.
     """
-    monkeypatch.setattr(_admin, "admin_client", lambda *args: _JustRestartedAdmin(2))
-    state = _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _JustRestartedAdmin(2))
+    state = _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
                                 kafka=None, timeout_s=5.0)  # fmt: skip
     assert state.config == {"cleanup.policy": "compact"}
 
@@ -115,8 +115,60 @@ def test_a_topic_that_stays_unknown_fails_with_the_brokers_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A config query answered UNKNOWN_TOPIC_OR_PART until the time is up raises that error."""
-    monkeypatch.setattr(_admin, "admin_client", lambda *args: _JustRestartedAdmin(10**6))
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _JustRestartedAdmin(10**6))
     with pytest.raises(KafkaClientError, match=r"UNKNOWN_TOPIC_OR_PART|Unknown topic") as failed:
-        _admin.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+        _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
                             kafka=None, timeout_s=0.3)  # fmt: skip
     assert failed.value.kafka_code == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+class _OrderedAdmin(_JustRestartedAdmin):
+    """Records the order of its calls; the topic exists unless ``missing``."""
+
+    def __init__(self, *, missing: bool = False) -> None:
+        super().__init__(unknown_answers=1 if missing else 0)
+        self.missing = missing
+        self.calls: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        """Recorded; the topic, or no topic when ``missing``."""
+        self.calls.append("list_topics")
+        if self.missing:
+            self.missing = False  # listed once created
+            return SimpleNamespace(brokers={1: None}, topics={})
+        partition = SimpleNamespace(replicas=[1], leader=1)
+        found = SimpleNamespace(error=None, partitions={0: partition})
+        return SimpleNamespace(brokers={1: None}, topics={topic: found})
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> Any:
+        """Recorded, then answered as the just-restarted admin does."""
+        self.calls.append("describe_configs")
+        return super().describe_configs(resources, request_timeout)
+
+    def create_topics(self, topics: list[Any], request_timeout: float) -> Any:
+        """Recorded; created at once."""
+        self.calls.append("create_topics")
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return {topics[0].topic: done}
+
+
+def test_the_config_of_an_existing_topic_is_asked_beside_its_metadata() -> None:
+    """ensure_topic sends the config query before the metadata call and asks nothing more.
+
+    Both lie on the way to every first message: one after the other they cost a round trip.
+    """
+    admin = _OrderedAdmin()
+    state = _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": ""},
+                                kafka=None, timeout_s=5.0, admin=admin)  # type: ignore[arg-type]  # fmt: skip
+    assert admin.calls == ["describe_configs", "list_topics"]
+    assert state.config == {"cleanup.policy": "compact"}
+
+
+def test_a_missing_topic_is_created_whatever_the_early_config_query_said() -> None:
+    """The config asked before the metadata fails for a missing topic; the topic is created."""
+    admin = _OrderedAdmin(missing=True)
+    state = _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": "compact"},
+                                kafka=None, timeout_s=5.0, admin=admin)  # type: ignore[arg-type]  # fmt: skip
+    assert state.created
+    assert admin.calls[:3] == ["describe_configs", "list_topics", "create_topics"]

@@ -95,6 +95,20 @@ class Committer:
             for state, position in zip(states, positions, strict=True):
                 state.committed = position
 
+    def send(self, states: Sequence[HeldPartition]) -> None:
+        """Send a commit of each state's confirmed position, not waiting for its answer.
+
+        The states are not marked committed, so the next interval's commit makes sure of it:
+        one that failed is made again then. Skipped while ``may_commit()`` says no.
+        """
+        if not states or not self._may_commit():
+            return
+        offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as error:  # the interval's commit makes it again
+            _log.warning("commit failed; will retry", error=str(self._error(error)))
+
     def commit_due(self, states: Sequence[HeldPartition]) -> None:
         """Commit the states whose confirmed position is not committed yet."""
         with self._lock:

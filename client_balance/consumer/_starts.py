@@ -23,6 +23,7 @@ is assigned whole, so that its fetch waits for the first new message.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,12 +35,24 @@ from client_balance.consumer._commits import Committer
 from client_balance.consumer._shelf import Shelf
 from client_balance.keys import TopicPartition
 
-__all__ = ["AHEAD_WAIT_S", "StartChooser", "StartRules", "Starter"]
+__all__ = ["AHEAD_WAIT_S", "StartChooser", "StartCommit", "StartRules", "Starter"]
 
 _log = get_logger("fetch")
 
-StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, bool]]
-"""(partition, committed or None, low, high) -> (start offset, commit it now)."""
+
+class StartCommit(enum.Enum):
+    """Whether a start is committed when its partition is held, and whether that is waited for."""
+
+    NONE = "none"
+    """The start is the group's committed offset already."""
+    WAITED = "waited"
+    """Committed before the first batch goes out: a crash must not lose the start."""
+    SENT = "sent"
+    """Sent and not waited for: a next holder would choose the same start anyway."""
+
+
+StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, StartCommit]]
+"""(partition, committed or None, low, high) -> (start offset, how it is committed)."""
 AHEAD_WAIT_S = 1.0
 """At most this for the queries of fetching ahead: on a healthy cluster they take milliseconds."""
 Requests = Mapping[TopicPartition, "frozenset[str] | None"]
@@ -51,8 +64,8 @@ class StartRules:
     """Where each partition of ``wanted`` (-> bootstrap offset) starts; a ``StartChooser``.
 
     A log start (``from_log_start``: its topic was created again) or a bootstrap offset
-    (>= 0) wins and is committed; else the group's committed offset; else the start position
-    (``from_earliest``), committed at once too.
+    (>= 0) wins and is committed before a batch goes out; else the group's committed offset;
+    else the start position (``from_earliest``), committed at once too.
     """
 
     wanted: Mapping[TopicPartition, int]
@@ -61,18 +74,23 @@ class StartRules:
 
     def __call__(
         self, partition: TopicPartition, committed: int | None, low: int, high: int
-    ) -> tuple[int, bool]:
-        """(start offset, commit it now) of ``partition``, from what Kafka says."""
+    ) -> tuple[int, StartCommit]:
+        """(start offset, how it is committed) of ``partition``, from what Kafka says."""
         offset = self.wanted[partition]
         if partition in self.from_log_start:
-            return low, True
+            return low, StartCommit.WAITED
         if offset >= 0:
-            return min(max(offset, low), high), True
+            return min(max(offset, low), high), StartCommit.WAITED
         if committed is None:
-            # Committed at once: a crash before the first confirm must not let the next holder
+            if self.from_earliest(partition):
+                # A next holder would start at the log start too, so the first batch need not
+                # wait for the commit: it is sent, and the interval's commit repeats it should
+                # it fail (docs/consumer.md, "Offsets").
+                return low, StartCommit.SENT
+            # Waited for: a crash before the first confirm must not let the next holder
             # resolve "latest" again, later, and skip what arrived meanwhile.
-            return (low if self.from_earliest(partition) else high), True
-        return min(max(committed, low), high), False
+            return high, StartCommit.WAITED
+        return min(max(committed, low), high), StartCommit.NONE
 
 
 class Starter:
@@ -124,21 +142,22 @@ class Starter:
         fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
         with self._lock:  # those only read ahead are assigned with the fresh ones, after the commit
             states = [s for s in kept.values() if self._held.get(s.partition) is not s]
-        for state, commit_now in self._read(fresh, choose_start, self._timeout_s, ahead=False):
+        for state, how in self._read(fresh, choose_start, self._timeout_s, ahead=False):
             states.append(state)
-            if commit_now:
-                to_commit.append(state)
-        if to_commit:
-            self._commits.commit(to_commit)
+            to_commit.append((state, how))
+        waited = [state for state, how in to_commit if how is StartCommit.WAITED]
+        if waited:
+            self._commits.commit(waited)
         with self._lock:
             for state in kept.values():
                 state.fetched_ahead = None
         self._assign(states)
+        self._commits.send([state for state, how in to_commit if how is StartCommit.SENT])
         return {state.partition: state.confirmed for state in [*kept.values(), *states]}
 
     def _read(
         self, wanted: Requests, choose_start: StartChooser, wait_s: float, *, ahead: bool
-    ) -> list[tuple[HeldPartition, bool]]:
+    ) -> list[tuple[HeldPartition, StartCommit]]:
         """A state for each partition of ``wanted`` where Kafka says it starts, and commit it."""
         if not wanted:
             return []
@@ -146,12 +165,12 @@ class Starter:
         read = []
         for partition, filters in wanted.items():
             low, high = ranges[partition]
-            start, commit_now = choose_start(partition, committed.get(partition), low, high)
+            start, how = choose_start(partition, committed.get(partition), low, high)
             state = HeldPartition(
                 partition, filters, start, committed.get(partition), high=high,
                 announced=False, fetched_ahead=(low, high) if ahead else None,
             )  # fmt: skip
-            read.append((state, commit_now))
+            read.append((state, how))
         return read
 
     def forget(self, states: Sequence[HeldPartition]) -> None:
@@ -167,7 +186,7 @@ class Starter:
 
     def _adopt(
         self, wanted: Requests, choose_start: StartChooser
-    ) -> tuple[dict[TopicPartition, HeldPartition], list[HeldPartition]]:
+    ) -> tuple[dict[TopicPartition, HeldPartition], list[tuple[HeldPartition, StartCommit]]]:
         """Of ``wanted``'s partitions fetched ahead: those kept, and those of them to commit."""
         with self._lock:
             ahead = [
@@ -183,13 +202,12 @@ class Starter:
         for state in ahead:
             low, high = state.fetched_ahead or (0, 0)
             now = committed.get(state.partition)
-            start, commit_now = choose_start(state.partition, now, low, high)
+            start, how = choose_start(state.partition, now, low, high)
             if now != state.committed or start != state.confirmed:
                 wrong.append(state)  # the group moved meanwhile: start again, from the right place
                 continue
             kept[state.partition] = state
-            if commit_now:
-                to_commit.append(state)
+            to_commit.append((state, how))
         if wrong:
             with self._lock:
                 assigned = [s for s in wrong if self._held.get(s.partition) is s]

@@ -27,6 +27,8 @@ class _Client:
         self.assigned: list[tuple[int, int]] = []
         self.unassigned: list[int] = []
         self.commits: list[tuple[int, int]] = []
+        self.unwaited: list[tuple[int, int]] = []
+        """Of ``commits``, those sent asynchronously."""
         self.watermark_queries = 0
         self.highs: dict[int, int] = {}
         """Log ends other than HIGH, by partition."""
@@ -67,6 +69,8 @@ class _Client:
         """Noted, and taken as the group's committed offsets."""
         for tp in offsets:
             self.commits.append((tp.partition, tp.offset))
+            if asynchronous:
+                self.unwaited.append((tp.partition, tp.offset))
             self.committed_offsets[tp.partition] = tp.offset
         return []
 
@@ -83,8 +87,8 @@ def _starter() -> tuple[Starter, _Client, dict[TopicPartition, HeldPartition]]:
     return starter, client, held
 
 
-def _rules(*partitions: TopicPartition) -> StartRules:
-    return StartRules(dict.fromkeys(partitions, RESUME_OFFSET), frozenset(), lambda tp: True)
+def _rules(*partitions: TopicPartition, earliest: bool = True) -> StartRules:
+    return StartRules(dict.fromkeys(partitions, RESUME_OFFSET), frozenset(), lambda tp: earliest)
 
 
 def _run(partition: int, offsets: range) -> list[Any]:
@@ -112,11 +116,25 @@ def test_a_partition_fetched_ahead_is_adopted_with_what_it_fetched() -> None:
 def test_a_start_committed_at_the_claim_is_committed_then_not_before() -> None:
     """With nothing committed, the start is committed by hold, never while fetched ahead."""
     starter, client, held = _starter()
-    starter.ahead({T0: None}, _rules(T0))
+    starter.ahead({T0: None}, _rules(T0, earliest=False))
     assert client.commits == []
+    starter.hold({T0: None}, _rules(T0, earliest=False))
+    assert client.commits == [(0, HIGH)]
+    assert client.unwaited == []  # "latest": the first batch waits for it
+    assert held[T0].committed == HIGH
+
+
+def test_an_earliest_start_is_committed_without_waiting() -> None:
+    """Nothing committed, start_position "earliest": the commit is sent, not waited for.
+
+    Any next holder would start at the log start too, so the first batch need not wait; the
+    state stays uncommitted, so the interval's commit makes sure of it.
+    """
+    starter, client, held = _starter()
+    starter.ahead({T0: None}, _rules(T0))
     starter.hold({T0: None}, _rules(T0))
-    assert client.commits == [(0, LOW)]
-    assert held[T0].committed == LOW
+    assert client.unwaited == [(0, LOW)]
+    assert held[T0].committed is None
 
 
 def test_a_commit_made_while_fetching_ahead_restarts_the_partition_there() -> None:

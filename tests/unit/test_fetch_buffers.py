@@ -159,7 +159,7 @@ def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
         batch_max_messages=4,
     )  # fmt: skip
     made = Fetcher(settings)
-    made.hold({T0: None}, lambda partition, committed, low, high: (0, False))
+    made.hold({T0: None}, lambda partition, committed, low, high: (0, _starts.StartCommit.NONE))
     made.announce([T0])
     yield made
     made.close(0.0)
@@ -241,7 +241,7 @@ def test_the_fetch_thread_stays_out_while_a_caller_takes_batches(
     made = Fetcher(settings)
     feeder = threading.Thread(target=feed)
     try:
-        made.hold({T0: None}, lambda partition, committed, low, high: (0, False))
+        made.hold({T0: None}, lambda partition, committed, low, high: (0, _starts.StartCommit.NONE))
         made.announce([T0])
         feeder.start()
         time.sleep(0.05)  # the fetch thread fetches before anyone asks
@@ -292,7 +292,7 @@ def test_a_caller_takes_what_is_queued_without_waiting_for_a_full_batch(
     )
     made = Fetcher(settings)
     try:
-        made.hold({T0: None}, lambda partition, committed, low, high: (0, False))
+        made.hold({T0: None}, lambda partition, committed, low, high: (0, _starts.StartCommit.NONE))
         made.announce([T0])
         batch = made.take_batch(timeout_s=5.0)
     finally:

@@ -16,7 +16,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewPartitions  # admin re-exports it without __all__
 
 from client_balance import (
@@ -315,6 +319,26 @@ def test_a_fatal_client_error_stops_the_member_and_frees_its_partitions(
     wait_until(second_connects, 30, "the stopped member's partition to be free")
     with pytest.raises(KafkaClientError, match="injected"):
         first.registered_partitions()
+
+
+def test_a_created_status_topic_rolls_and_forgets_tombstones_soon(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The status topic is created with 10-minute segments and tombstones kept an hour.
+
+    Every start replays the group's status partition, and compaction never cleans the active
+    segment: with Kafka's 1-hour segment and 1-day tombstones each start replayed every report
+    of the last hour and every member that left that day (20 ms for 3,600 records, measured).
+    """
+    status_topic = f"status-roll-{uuid.uuid4().hex[:8]}"
+    make_member(status_topic=status_topic).start([new_topic(partitions=1)], source_count=0)
+    client = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, status_topic)
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    assert entries["segment.ms"].value == "600000"
+    assert entries["delete.retention.ms"].value == "3600000"
 
 
 def test_adding_partitions_to_the_status_topic_moves_no_group(

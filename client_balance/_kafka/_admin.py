@@ -13,7 +13,6 @@ from confluent_kafka.admin import AdminClient
 from client_balance._kafka._clients import admin_client, group_client
 from client_balance._kafka._errors import (
     AUTHENTICATION_CODES,
-    AUTHORIZATION_CODES,
     from_kafka_exception,
     timed_out,
 )
@@ -32,9 +31,6 @@ __all__ = [
 ]
 
 _PROBE_GROUP = "__client_balance_probe"
-_TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
-_UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PART
-_DENIED = frozenset(AUTHORIZATION_CODES)
 
 
 def cluster_answers(

@@ -36,7 +36,11 @@ class StatusWriter:
                 "acks": "all",
                 # No idempotence: acquiring a producer id cost 0.5 s of every start, and a
                 # record written twice by a retry changes nothing (same key, same meaning).
-                "linger.ms": 0,
+                # Every write ends in flush(), which sends at once whatever the linger; the
+                # linger keeps a write's records together until then. With 0 the producer
+                # could send a join's report before its claims were queued: two requests,
+                # two broker times, where the join is meant to be one write.
+                "linger.ms": min(100, int(timeout_s * 500)),  # under message.timeout.ms
                 "message.timeout.ms": int(timeout_s * 1000),
             },
         )

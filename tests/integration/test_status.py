@@ -46,6 +46,7 @@ from client_balance.membership import (
     MemberReport,
     StatusWriter,
     claim_key,
+    ensure_status_topic,
     member_key,
     parse_key,
     status_partition,
@@ -339,6 +340,27 @@ def test_a_created_status_topic_rolls_and_forgets_tombstones_soon(
     entries = client.describe_configs([resource])[resource].result(timeout=30)
     assert entries["segment.ms"].value == "600000"
     assert entries["delete.retention.ms"].value == "3600000"
+
+
+def test_one_write_lands_as_one_batch(kafka_bootstrap: str) -> None:
+    """A write's records reach the broker in one request: consecutive offsets, one broker time.
+
+    With linger.ms=0 the producer sent the first record as soon as it was queued and the rest
+    in a second request (a 200-record write: two broker times); a join's report could land
+    apart from its claims, which the design calls one write. Seen as a flake of
+    ``test_fetch_ahead.py::test_a_node_claims_its_share_in_the_write_of_its_join``.
+    """
+    status_topic = f"status-batch-{uuid.uuid4().hex[:8]}"
+    ensure_status_topic(kafka_bootstrap, status_topic, kafka={}, timeout_s=30.0)
+    writer = StatusWriter(kafka_bootstrap, status_topic, 0, kafka={}, timeout_s=30.0)
+    try:
+        for count in (5, 200, 200):
+            written = writer.write([(f"k{n}".encode(), b"{}") for n in range(count)])
+            first = written[0][0]
+            assert [offset for offset, _ in written] == list(range(first, first + count))
+            assert len({stamp_ms for _, stamp_ms in written}) == 1
+    finally:
+        writer.close()
 
 
 def test_adding_partitions_to_the_status_topic_moves_no_group(

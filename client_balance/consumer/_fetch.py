@@ -131,8 +131,9 @@ class Fetcher:
         """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
 
         One step under the client lock: watermarks, one committed-offsets query, one commit of
-        the starts to commit, one ``incremental_assign`` (``_starts``). Returns each partition's
-        start; its batches wait for :meth:`announce`.
+        the starts that must be committed first, one ``incremental_assign``, then one commit
+        sent without waiting for the rest (``StartCommit``, ``_starts``). Returns each
+        partition's start; its batches wait for :meth:`announce`.
         """
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:

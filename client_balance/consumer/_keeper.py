@@ -236,12 +236,9 @@ class PartitionKeeper:
         Called from the report thread, which must not wait on the application: ``on_lost``
         runs in the next round.
         """
-        held = sorted(self._fetcher.held())
-        confirmed = self._fetcher.quiesce(held, 0.0)
-        for partition in held:
-            self._fetcher.release(partition, 0.0, commit=False)
+        dropped = _drop(self._fetcher, self._meta, self._fetcher.held())
         with self._lost_lock:
-            self._lost_pending.update((self._meta.key(tp), at) for tp, at in confirmed.items())
+            self._lost_pending.update(dropped)
 
     def _report_lost(self) -> None:
         with self._lost_lock:
@@ -322,7 +319,9 @@ class PartitionKeeper:
             self._halt(error, commit=True)
             return False
         held = self._fetcher.held()
-        if status.fenced:
+        # The clock too, not only the report thread's flag: after a process pause this round
+        # may wake first, and must not revoke as its own what the others took meanwhile.
+        if not status.lease_ok():
             self.lose_all()
             self._report_lost()
             status.forget(held)
@@ -332,12 +331,20 @@ class PartitionKeeper:
         taken = {tp for tp in held if holders.get(tp) != member.consumer_id}
         for partition in sorted(taken):
             _log.warning("partition taken over by another member", partition=str(partition))
-        confirmed = self._fetcher.quiesce(taken, 0.0)
-        for partition in sorted(taken):
-            self._fetcher.release(partition, 0.0, commit=False)
-        self.hooks.lost({self._meta.key(tp): at for tp, at in confirmed.items()})
+        self.hooks.lost(_drop(self._fetcher, self._meta, taken))
         status.forget(taken)
         return True
+
+
+def _drop(
+    fetcher: Fetcher, meta: MetaCache, partitions: Iterable[TopicPartition]
+) -> dict[str, int]:
+    """Release ``partitions`` at once, committing nothing: key -> last confirmed position."""
+    chosen = sorted(partitions)
+    confirmed = fetcher.quiesce(chosen, 0.0)
+    for partition in chosen:
+        fetcher.release(partition, 0.0, commit=False)
+    return {meta.key(tp): at for tp, at in confirmed.items()}
 
 
 def _only(

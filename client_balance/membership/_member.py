@@ -252,8 +252,8 @@ class StatusMember:
     def _fence_if_silent(self) -> None:
         if not self._fenced and time.monotonic() - self._last_written_s >= self._fence_after_s:
             self._fenced = True
+            self._on_fenced(True)  # before the log: its handlers (or first import) may be slow
             _log.warning("fenced: no report within the lease; stopped fetching")
-            self._on_fenced(True)
 
     def _run(self) -> None:
         while not self._stop.is_set():

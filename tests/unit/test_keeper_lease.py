@@ -1,0 +1,79 @@
+"""A round after a pause of the whole process: the lease is judged by the clock first."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from client_balance.consumer._hooks import PartitionHooks
+from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.keys import TopicPartition
+from client_balance.membership import StatusMember
+
+ORDERS_0 = TopicPartition("orders", 0)
+
+
+class _Fetcher:
+    """Holds ``orders-0`` at confirmed offset 7; records each release and whether it commits."""
+
+    def __init__(self) -> None:
+        self.holding = {ORDERS_0}
+        self.releases: list[tuple[TopicPartition, bool]] = []
+
+    def held(self) -> set[TopicPartition]:
+        return set(self.holding)
+
+    def quiesce(self, partitions: Any, wait_s: float) -> dict[TopicPartition, int]:
+        return {tp: 7 for tp in partitions if tp in self.holding}
+
+    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
+        self.releases.append((partition, commit))
+        self.holding.discard(partition)
+
+
+class _PausedStatus:
+    """A member just woken from SIGSTOP: its clock says the lease lapsed, its flag not yet."""
+
+    fenced = False
+
+    def __init__(self) -> None:
+        self.forgotten: set[TopicPartition] = set()
+
+    def check_group(self, me: Any) -> None:
+        return None
+
+    def lease_ok(self) -> bool:
+        return False
+
+    def holders(self) -> dict[TopicPartition, str]:
+        return {ORDERS_0: "me"}  # the view has not yet read the others' claims
+
+    def forget(self, partitions: Any) -> None:
+        self.forgotten.update(partitions)
+
+
+def test_a_round_that_wakes_before_the_fence_loses_its_partitions_and_commits_nothing() -> None:
+    """Lease lapsed by the clock, flag not set yet: on_lost, no commit, no on_revoked."""
+    calls: list[tuple[str, dict[str, int]]] = []
+    hooks = PartitionHooks(
+        "me",
+        on_revoked=lambda positions: calls.append(("revoked", dict(positions))),
+        on_lost=lambda positions: calls.append(("lost", dict(positions))),
+    )
+    member = SimpleNamespace(
+        settings=SimpleNamespace(refused_connect_wait_s=1.0),
+        consumer_id="me",
+        report=lambda offsets, pins: None,
+    )
+    fetcher = _Fetcher()
+    meta = SimpleNamespace(key=str)
+    planner = SimpleNamespace(pinned_keys=tuple)
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, meta), hooks, cast(Any, planner)
+    )
+    status = _PausedStatus()
+    keeper.status = cast(StatusMember, status)
+    assert keeper._keep_status(keeper.status) is False
+    assert calls == [("lost", {"orders:0": 7})]
+    assert fetcher.releases == [(ORDERS_0, False)]
+    assert status.forgotten == {ORDERS_0}

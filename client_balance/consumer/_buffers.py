@@ -224,8 +224,11 @@ def split_runs(messages: list[Any], topics_assigned: set[str]) -> list[Run]:
         (topic,) = topics_assigned
         first = messages[0].partition()
         # Most lists hold one partition (librdkafka queues a fetch response's messages of a
-        # partition together): one counting pass says so without building groups.
-        if countOf(map(Message.partition, messages), first) == len(messages):
+        # partition together): one counting pass says so without building groups. A list that
+        # ends in another partition is mixed for sure, and skips that pass: it was half the
+        # cost of splitting such a list (28 against 15 us per 1,000 messages).
+        last = messages[-1].partition()
+        if last == first and countOf(map(Message.partition, messages), first) == len(messages):
             return [((topic, first), len(messages))]
         partitions = map(Message.partition, messages)
         return [((topic, number), len(list(group))) for number, group in groupby(partitions)]

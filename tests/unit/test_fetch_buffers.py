@@ -6,10 +6,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from itertools import groupby
 from typing import Any
 
 import pytest
 from confluent_kafka import Message
+from hypothesis import given
+from hypothesis import strategies as st
 
 from client_balance import ClientBalanceSettings
 from client_balance._kafka._clients import fetch_queue_kbytes
@@ -105,7 +108,12 @@ def test_a_batch_taken_across_runs_counts_out_exactly_its_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("partitions", "runs"),
-    [([0, 0, 0], [(0, 3)]), ([0, 0, 1, 1, 0], [(0, 2), (1, 2), (0, 1)]), ([2], [(2, 1)])],
+    [
+        ([0, 0, 0], [(0, 3)]),
+        ([0, 0, 1, 1, 0], [(0, 2), (1, 2), (0, 1)]),
+        ([0, 1, 1], [(0, 1), (1, 2)]),
+        ([2], [(2, 1)]),
+    ],
 )
 def test_split_runs_cuts_at_every_change_of_partition(
     partitions: list[int], runs: list[tuple[int, int]]
@@ -113,6 +121,14 @@ def test_split_runs_cuts_at_every_change_of_partition(
     """Consecutive messages of one partition make one run, however they interleave."""
     messages = [Message(topic="t", partition=p, offset=i) for i, p in enumerate(partitions)]
     assert split_runs(messages, {"t"}) == [(("t", p), n) for p, n in runs]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=60))
+def test_split_runs_agrees_with_grouping_any_sequence_of_partitions(partitions: list[int]) -> None:
+    """For any order of partitions, the runs are exactly the groups of equal neighbours."""
+    messages = [Message(topic="t", partition=p, offset=i) for i, p in enumerate(partitions)]
+    expected = [(("t", p), len(list(group))) for p, group in groupby(partitions)]
+    assert split_runs(messages, {"t"}) == expected
 
 
 def test_librdkafkas_queue_is_a_quarter_of_the_buffer_bound() -> None:

@@ -3,7 +3,7 @@
 Every line is in the format of every bench script (``bench``, ``case``, ``ours``, ``peer``,
 ``peer_name``, ``unit``, ``ratio``); ``ratio`` is defined so that above 1 means we are better.
 
-Throughput cases, ``throughput-batch<B>[-<librdkafka settings>]``: messages per second,
+Throughput cases, ``throughput-batch<B>[-<librdkafka settings>][-gc-frozen]``: messages per second,
 ``ratio`` = ours / peer. The data (``--messages`` messages of ``--size`` bytes, round robin
 over ``--partitions`` partitions of one topic) is produced once; every run reads all of it
 from the beginning in a fresh process. Ours: ``ClientBalanceConsumer`` with
@@ -16,7 +16,11 @@ librdkafka settings of ``--kafka`` (a JSON object, in the case name). Without an
 runs with its own defaults: the raw consumer with librdkafka's, ours with the SDK's, which
 cut ``fetch.queue.backoff.ms`` to 10 ms (``sdk_defaults`` in the line, docs/settings.md).
 The cases with ``fetch.queue.backoff.ms=10`` give both sides the same setting and so measure
-the SDK's own overhead.
+the SDK's own overhead. The peer's process imports confluent-kafka only, never the SDK: the
+SDK's modules are objects that every full garbage collection of the process walks. The
+``-gc-frozen`` cases tell that walk apart from the rest of the overhead: both sides call
+``gc.freeze()`` once their consumer is set up, so that nothing made before the loop (imported
+modules, clients) is walked again.
 The rate is counted from the first batch in hand to the last message in hand, so neither
 side's start-up counts (the raw consumer spends about 0.5 s resolving ``OFFSET_BEGINNING``);
 ``ours_incl_start``/``peer_incl_start`` are the rates from constructing the consumer on.
@@ -43,6 +47,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import gc
 import json
 import os
 import resource
@@ -55,25 +61,31 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings, admin
-from client_balance._kafka import LIBRDKAFKA_DEFAULTS
-from client_balance._kafka._clients import fetch_queue_kbytes
-from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
+if TYPE_CHECKING:
+    from client_balance import ClientBalanceSettings
+
+# The SDK is imported where it is used (its workers, the parent), never up here: a peer worker,
+# a raw confluent-kafka loop, must not carry the SDK's modules. They are some 21,000 objects
+# that every full garbage collection of the process walks, eight times per million messages
+# in a throughput run; with them the raw loop's collections took twice as long
+# (docs/benchmarks.md, fifth round).
 
 BENCH = "consumer"
 GROUPS = ("throughput", "first-message", "first-message-sparse")
 DEFAULT_BATCHES = (1000, 5000)
-DEFAULT_KAFKA = ("{}", '{"fetch.queue.backoff.ms": 10}')
+SAME_SETTINGS: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
+"""The same-settings cases: librdkafka's 1 s fetch back-off cut as the SDK cuts it."""
+DEFAULT_KAFKA = ("{}", json.dumps(SAME_SETTINGS))
 """librdkafka's defaults, and the same with its 1 s fetch back-off cut (see docs/benchmarks.md)."""
 LARGE_MESSAGES: dict[str, Any] = {
     "batch": 100,
-    "kafka": {"fetch.queue.backoff.ms": 10},
+    "kafka": SAME_SETTINGS,
     "size": 1_000_000,
     "messages": 2_000,
 }
@@ -100,6 +112,8 @@ class Case:
     """Throughput: bytes per message of this case (None: ``--size``)."""
     messages: int | None = None
     """Throughput: messages of this case (None: ``--messages``)."""
+    gc_frozen: bool = False
+    """Throughput: both sides call ``gc.freeze()`` once their consumer is set up."""
 
     @property
     def name(self) -> str:
@@ -109,7 +123,8 @@ class Case:
             return f"{self.group}-kip848" if kip848 else self.group
         sized = "" if self.size is None else f"-{self.size // 1_000_000}mb"
         tuned = "".join(f"-{key}={value}" for key, value in sorted(self.kafka.items()))
-        return f"throughput-batch{self.batch}{sized}{tuned}"
+        frozen = "-gc-frozen" if self.gc_frozen else ""
+        return f"throughput-batch{self.batch}{sized}{tuned}{frozen}"
 
 
 # ------------------------------------------------------------------------------ workers
@@ -167,6 +182,11 @@ def _peak_rss_mb() -> float:
 
 def throughput_ours(args: argparse.Namespace) -> dict[str, Any]:
     """Read ``--messages`` messages through get_message + confirm."""
+    from client_balance import (  # noqa: PLC0415 - see the imports
+        ClientBalanceConsumer,
+        ClientBalanceSettings,
+    )
+
     progress = _Progress()
     settings = ClientBalanceSettings(
         bootstrap_servers=args.bootstrap,
@@ -178,6 +198,7 @@ def throughput_ours(args: argparse.Namespace) -> dict[str, Any]:
     )
     consumer = ClientBalanceConsumer(settings)
     consumer.start([args.topic], source_count=1, node_id=0)
+    _freeze_if(args)
     while progress.count < args.messages:
         result = consumer.get_message(timeout_s=30.0)
         progress.add(result.messages)
@@ -201,6 +222,7 @@ def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
     consumer.assign(
         [KafkaTopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)]
     )
+    _freeze_if(args)
     while progress.count < args.messages:
         fetched = consumer.consume(num_messages=args.batch[0], timeout=1.0)
         messages = [message for message in fetched if message.error() is None]
@@ -211,8 +233,19 @@ def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
     return done
 
 
+def _freeze_if(args: argparse.Namespace) -> None:
+    """With ``--gc-freeze``: every object made so far leaves the collector's full walks."""
+    if args.gc_freeze:
+        gc.freeze()
+
+
 def first_message_ours(args: argparse.Namespace) -> dict[str, Any]:
     """Construct, start in a fresh group, first get_message."""
+    from client_balance import (  # noqa: PLC0415 - see the imports
+        ClientBalanceConsumer,
+        ClientBalanceSettings,
+    )
+
     began = time.perf_counter()
     settings = ClientBalanceSettings(
         bootstrap_servers=args.bootstrap,
@@ -232,21 +265,21 @@ def peer_settings() -> dict[str, Any]:
     """The SDK's own librdkafka settings that mean the same to a subscribe() consumer.
 
     Its fetch and reconnect settings (``sdk_defaults``, docs/settings.md), so that both sides
-    of a first-message case run with equal settings; not its group or offset settings.
+    of a first-message case run with equal settings; not its group or offset settings. The
+    parent hands them to the peer's worker, which does not import the SDK.
     """
-    sdk = ClientBalanceSettings(bootstrap_servers="localhost:9092", group_id="bench")
-    ours = {**LIBRDKAFKA_DEFAULTS, **sdk.consumer_config()}
+    from client_balance._kafka import LIBRDKAFKA_DEFAULTS  # noqa: PLC0415 - see the imports
+
+    ours = {**LIBRDKAFKA_DEFAULTS, **_default_settings().consumer_config()}
     return {key: value for key, value in ours.items() if key.startswith(("fetch.", "reconnect."))}
 
 
 def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
     """Construct, subscribe() in a fresh group, poll until the first message."""
-    equal = peer_settings()
     began = time.perf_counter()
     consumer = Consumer(
         {
-            **equal,
-            **json.loads(args.kafka[0]),  # the case's group.protocol
+            **json.loads(args.kafka[0]),  # peer_settings() and the case's group.protocol
             "bootstrap.servers": args.bootstrap,
             "group.id": f"bench-peer-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
@@ -280,12 +313,14 @@ def run_worker(
     name: str, args: argparse.Namespace, bootstrap: str, topic: str, case: Case
 ) -> dict[str, Any]:
     """Run one side once in a fresh interpreter; its result dict."""
+    kafka = {**peer_settings(), **case.kafka} if name == "first-message-peer" else case.kafka
     command = [
         sys.executable, str(Path(__file__).resolve()), "--worker", name,
         "--bootstrap", bootstrap, "--topic", topic,
         "--messages", str(case.messages or args.messages),
         "--partitions", str(args.partitions), "--batch", str(case.batch),
-        "--kafka", json.dumps(case.kafka),
+        "--kafka", json.dumps(kafka),
+        *(["--gc-freeze"] if case.gc_frozen else []),
     ]  # fmt: skip
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, check=False
@@ -300,6 +335,8 @@ def run_worker(
 
 def produce(bootstrap: str, topic: str, partitions: int, messages: int, size: int) -> float:
     """Create ``topic`` and write ``messages`` values of ``size`` bytes round robin; seconds."""
+    from client_balance import admin  # noqa: PLC0415 - see the imports
+
     began = time.perf_counter()
     admin.create_topics(bootstrap, {topic: partitions}, exist_ok=True)
     have = _high_watermarks(bootstrap, topic, partitions)
@@ -395,13 +432,15 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "peer_name": peer_name(),
         "unit": "msg/s",
         "ratio": round(ours / peer, 3),
-        "peer_mode": "assign-only, consume(num_messages=batch), no commits",
+        "peer_mode": "assign-only, consume(num_messages=batch), no commits"
+        + (", gc.freeze() before the loop" if case.gc_frozen else ""),
+        "gc_frozen": case.gc_frozen,
         "messages": messages,
         "message_bytes": size,
         "partitions": args.partitions,
         "batch": case.batch,
         "kafka": case.kafka,
-        "sdk_defaults": {**LIBRDKAFKA_DEFAULTS, **sdk_queue()},
+        "sdk_defaults": sdk_defaults(),
         "runs": args.runs,
         "ours_runs": [round(run["rate"]) for run in our_runs],
         "peer_runs": [round(run["rate"]) for run in peer_runs],
@@ -424,10 +463,21 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
     }
 
 
-def sdk_queue() -> dict[str, int]:
-    """The bound of librdkafka's queue that ours derives from the default max_buffered_bytes."""
-    sdk = ClientBalanceSettings(bootstrap_servers="localhost:9092", group_id="bench")
-    return {"queued.max.messages.kbytes": fetch_queue_kbytes(sdk.max_buffered_bytes)}
+def sdk_defaults() -> dict[str, int]:
+    """The librdkafka settings ours changes, its queue bound from the default buffer bound."""
+    from client_balance._kafka import LIBRDKAFKA_DEFAULTS  # noqa: PLC0415 - see the imports
+    from client_balance._kafka._clients import fetch_queue_kbytes  # noqa: PLC0415 - imports
+
+    queue = fetch_queue_kbytes(_default_settings().max_buffered_bytes)
+    return {**LIBRDKAFKA_DEFAULTS, "queued.max.messages.kbytes": queue}
+
+
+@functools.cache
+def _default_settings() -> ClientBalanceSettings:
+    """The SDK's settings with every default: made once per parent, not once per worker run."""
+    from client_balance import ClientBalanceSettings  # noqa: PLC0415 - see the imports
+
+    return ClientBalanceSettings(bootstrap_servers="localhost:9092", group_id="bench")
 
 
 def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> dict[str, Any]:
@@ -467,6 +517,9 @@ def plan(args: argparse.Namespace) -> list[Case]:
     ]
     if not (args.batch or args.kafka):
         cases.append(Case("throughput", **LARGE_MESSAGES))
+        cases += [
+            Case("throughput", batch, SAME_SETTINGS, gc_frozen=True) for batch in DEFAULT_BATCHES
+        ]
     firsts = [
         Case(group, kafka={"group.protocol": protocol})
         for group in FIRST_MESSAGE_BACKLOG
@@ -478,6 +531,8 @@ def plan(args: argparse.Namespace) -> list[Case]:
 @contextmanager
 def broker() -> Iterator[tuple[str, str]]:
     """The bootstrap address and what it is: the env's cluster, or a fresh LocalKafka."""
+    from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: PLC0415 - imports
+
     given = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
     if given:
         yield given, "CLIENT_BALANCE_BOOTSTRAP_SERVERS"
@@ -523,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--gc-freeze", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         result = WORKERS[args.worker](args)

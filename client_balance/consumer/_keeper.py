@@ -329,9 +329,10 @@ class PartitionKeeper:
         holders = status.holders()
         # Our claims lapsed while we could not report, and someone else took over.
         taken = {tp for tp in held if holders.get(tp) != member.consumer_id}
+        dropped = _drop(self._fetcher, self._meta, taken)  # before the log, which may be slow
         for partition in sorted(taken):
             _log.warning("partition taken over by another member", partition=str(partition))
-        self.hooks.lost(_drop(self._fetcher, self._meta, taken))
+        self.hooks.lost(dropped)
         status.forget(taken)
         return True
 

@@ -27,14 +27,13 @@ from client_balance.broker._datadir import create_data_dir, remove_data_dir
 from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars, find_java
 from client_balance.broker._node import LOG_NAME, KafkaNode, Launch, prepare_nodes, stop_nodes
 from client_balance.broker._node import cleanup as cleanup_nodes
-from client_balance.broker._process import stop_pid
+from client_balance.broker._process import KILLED_REAP_S, stop_pid
 from client_balance.errors import BrokerStartError, ClientBalanceError, ConfigError
 
 __all__ = ["LocalKafka", "stop_pid"]
 
 _BIND_FAILURE = "Address already in use"
 _START_ATTEMPTS = 3  # a free port can be taken by someone else before the JVM binds it
-_KILL_TIMEOUT_S = 60.0  # a SIGKILLed JVM is reaped at once; this only bounds the wait
 
 
 class LocalKafka:
@@ -257,7 +256,7 @@ class LocalKafka:
 
     def kill_broker(self, node_id: int) -> None:
         """SIGKILL node ``node_id``'s JVM (no shutdown at all) and wait until it is gone."""
-        self._node(node_id).kill(_KILL_TIMEOUT_S)
+        self._node(node_id).kill(KILLED_REAP_S)
 
     def stop_broker(self, node_id: int) -> None:
         """Shut node ``node_id`` down gracefully (SIGTERM; SIGKILL after ``stop_timeout_s``)."""
@@ -385,7 +384,7 @@ def _start_failure(
         what = f"the {which} exited with code {blamed.process.returncode}"
     last_lines = blamed.log_tail()
     for node in nodes:
-        node.kill(_KILL_TIMEOUT_S)
+        node.kill(KILLED_REAP_S)
     return BrokerStartError(
         f"Apache Kafka {version} did not start: {what}. Last lines of "
         f"{blamed.log_path}:\n{last_lines}",

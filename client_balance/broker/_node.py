@@ -20,6 +20,7 @@ from pathlib import Path
 from client_balance._timing import Deadline
 from client_balance.broker._config import SASL_LISTENER, Sasl, cluster_config
 from client_balance.broker._process import (
+    KILLED_REAP_S,
     cds_archive_path,
     cluster_id,
     free_ports,
@@ -291,7 +292,7 @@ class KafkaNode:
             self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait(timeout=timeout_s)
+            self.process.wait(timeout=KILLED_REAP_S)  # not timeout_s: that ran out already
         self.process = None
         self.keep_cds_archive()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from client_balance._kafka import BROKER_POLL_S, METADATA_POLL_S, wait_until
 
 __all__ = [
+    "KILLED_REAP_S",
     "alive",
     "cds_archive_path",
     "cluster_id",
@@ -26,7 +27,9 @@ __all__ = [
     "tail_text",
 ]
 
-_KILLED_REAP_S = 60.0
+KILLED_REAP_S = 60.0
+"""How long to wait for a SIGKILLed broker to be reaped: at once, unless the kernel is still
+finishing its I/O (a JVM with hundreds of MB on a machine at load 25 took over a second)."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -128,5 +131,5 @@ def stop_pids(pids: list[int], *, timeout_s: float = 20.0) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     # SIGKILL cannot be refused: the wait is for the kernel to reap it, which it always does.
-    wait_until(all_gone, timeout_s=_KILLED_REAP_S, interval_s=METADATA_POLL_S)
+    wait_until(all_gone, timeout_s=KILLED_REAP_S, interval_s=METADATA_POLL_S)
     return running

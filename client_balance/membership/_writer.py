@@ -12,6 +12,8 @@ from client_balance.settings import KafkaValue
 
 __all__ = ["StatusWriter"]
 
+_LINGER_MAX_MS = 900_000  # librdkafka refuses a longer linger.ms
+
 
 class StatusWriter:
     """Writes a group's records and says where each landed (offset, broker time)."""
@@ -39,16 +41,18 @@ class StatusWriter:
                 # Every write ends in flush(), which sends at once whatever the linger; the
                 # linger keeps a write's records together until then. With 0 the producer
                 # could send a join's report before its claims were queued: two requests,
-                # two broker times, where the join is meant to be one write.
-                "linger.ms": min(100, int(timeout_s * 500)),  # under message.timeout.ms
+                # two broker times, where the join is meant to be one write. Half the
+                # message timeout, not a short one: a thread stalled between two records (a
+                # loaded machine) must not see the linger run out mid-write.
+                "linger.ms": min(_LINGER_MAX_MS, int(timeout_s * 500)),
                 "message.timeout.ms": int(timeout_s * 1000),
             },
         )
         self._lock = threading.Lock()
         # The topic's metadata now, while the topic is checked: the first write would wait for it.
-        warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
-        warm.daemon = True
-        warm.start()
+        self._warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
+        self._warm.daemon = True
+        self._warm.start()
 
     def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
         """Write (key, value or None) records in order; (offset, broker ms) of each."""
@@ -70,6 +74,10 @@ class StatusWriter:
 
             return report
 
+        # Records produced before the partition's leader is known wait apart and are moved to
+        # it one by one once it is; with flush() under way the producer may send the first of
+        # them alone: two requests, two broker times. Known first, they wait for flush().
+        self._warm.join(self._timeout_s)
         with self._lock:
             count = 0
             for index, (key, value) in enumerate(records):

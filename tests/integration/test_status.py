@@ -10,7 +10,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +359,32 @@ def test_one_write_lands_as_one_batch(kafka_bootstrap: str) -> None:
             first = written[0][0]
             assert [offset for offset, _ in written] == list(range(first, first + count))
             assert len({stamp_ms for _, stamp_ms in written}) == 1
+    finally:
+        writer.close()
+
+
+def test_a_write_stalled_midway_still_lands_as_one_batch(kafka_bootstrap: str) -> None:
+    """A write whose thread stalls between its records (load, another thread's GIL) stays whole.
+
+    With a 100 ms linger the producer sent what was queued once the linger ran out, so a stall
+    longer than that split the write in two requests (two broker times): the flake of
+    ``test_one_write_lands_as_one_batch`` in a fresh-clone ``make test``.
+    """
+    status_topic = f"status-stall-{uuid.uuid4().hex[:8]}"
+    ensure_status_topic(kafka_bootstrap, status_topic, kafka={}, timeout_s=30.0)
+    writer = StatusWriter(kafka_bootstrap, status_topic, 0, kafka={}, timeout_s=30.0)
+
+    def stalled() -> Iterator[tuple[bytes, bytes]]:
+        for n in range(200):
+            if n == 100:
+                time.sleep(0.3)
+            yield f"k{n}".encode(), b"{}"
+
+    try:
+        written = writer.write(stalled())
+        first = written[0][0]
+        assert [offset for offset, _ in written] == list(range(first, first + 200))
+        assert len({stamp_ms for _, stamp_ms in written}) == 1
     finally:
         writer.close()
 

@@ -1,0 +1,55 @@
+"""The status writer produces nothing before the topic's metadata is in (one write, one batch)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from client_balance.membership import _writer
+from client_balance.membership._writer import StatusWriter
+
+
+class _Message:
+    def offset(self) -> int:
+        return 0
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class _SlowMetadataProducer:
+    """A producer whose metadata answer is held back; records what was produced meanwhile."""
+
+    def __init__(self) -> None:
+        self.metadata_in = threading.Event()
+        self.answered = threading.Event()
+        self.produced_before_metadata = 0
+        self.pending: list[Any] = []
+
+    def list_topics(self, topic: str, timeout_s: float) -> None:
+        self.metadata_in.wait(timeout_s)
+        self.answered.set()
+
+    def produce(self, topic: str, value: Any, key: Any, **kwargs: Any) -> None:
+        if not self.answered.is_set():
+            self.produced_before_metadata += 1
+        self.pending.append(kwargs["on_delivery"])
+
+    def flush(self, timeout_s: float) -> int:
+        for report in self.pending:
+            report(None, _Message())
+        self.pending.clear()
+        return 0
+
+
+def test_the_first_write_waits_for_the_topics_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the fix the first write produced while the metadata was still being asked."""
+    producer = _SlowMetadataProducer()
+    monkeypatch.setattr(_writer, "producer_client", lambda *args: producer)
+    writer = StatusWriter("127.0.0.1:1", "status", 0, kafka={}, timeout_s=5.0)
+    threading.Timer(0.2, producer.metadata_in.set).start()
+    written = writer.write([(b"k", b"{}")] * 3)
+    assert len(written) == 3
+    assert producer.produced_before_metadata == 0

@@ -61,6 +61,10 @@ AUTHORIZATION_CODES: Mapping[int, str] = {
 }
 """The broker's ``*_AUTHORIZATION_FAILED`` codes, and the kind of resource each is about."""
 
+TOO_LARGE_CODES = frozenset({10, 18})
+"""The broker's ``MESSAGE_TOO_LARGE`` (librdkafka: ``MSG_SIZE_TOO_LARGE``) and
+``RECORD_LIST_TOO_LARGE``: a record, or a request's records, over a size limit."""
+
 KafkaSettings = Mapping[str, Any]
 
 
@@ -91,6 +95,12 @@ def from_kafka_exception(
         text = f"{text.rstrip('.')}. {_refused_login(kafka)}"
     elif code in AUTHORIZATION_CODES:
         text = f"{text.rstrip('.')}. {_missing_acl(AUTHORIZATION_CODES[code], operation, resource)}"
+    elif code in TOO_LARGE_CODES:
+        text = (
+            f"{text.rstrip('.')}. The records are larger than the topic's max.message.bytes "
+            "(the broker's message.max.bytes unless the topic sets it) or the client's "
+            "message.max.bytes allows; raise the limit that refused them"
+        )
     return KafkaClientError(
         f"{doing} failed: {name}: {text}",
         kafka_code=code,

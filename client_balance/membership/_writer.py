@@ -10,9 +10,14 @@ from client_balance.errors import KafkaClientError
 from client_balance.membership._signing import RecordSigner
 from client_balance.settings import KafkaValue
 
-__all__ = ["StatusWriter"]
+__all__ = ["RECORD_MAX_BYTES", "StatusWriter"]
 
 _LINGER_MAX_MS = 900_000  # librdkafka refuses a longer linger.ms
+RECORD_MAX_BYTES = 64 * 1024 * 1024
+"""The largest record the writer produces, before compression (librdkafka's own limit is
+1,000,000 bytes): a member's report lists each partition it holds, about 100 bytes each, so
+a member of 10,000 partitions writes a megabyte. What the topic takes after compression is
+its ``max.message.bytes`` (8 MiB on a status topic the SDK creates)."""
 
 
 class StatusWriter:
@@ -46,6 +51,10 @@ class StatusWriter:
                 # loaded machine) must not see the linger run out mid-write.
                 "linger.ms": min(_LINGER_MAX_MS, int(timeout_s * 500)),
                 "message.timeout.ms": int(timeout_s * 1000),
+                # Reports are JSON with a key per held partition: zstd makes a 1.7 MB report of
+                # 20,000 partitions about 0.2 MB (tests/integration/test_status_size.py).
+                "compression.type": "zstd",
+                "message.max.bytes": RECORD_MAX_BYTES,
             },
         )
         self._lock = threading.Lock()
@@ -59,9 +68,15 @@ class StatusWriter:
         results: dict[int, tuple[int, int] | KafkaClientError] = {}
         doing = f"writing to the status topic {self._topic!r}"
 
+        largest = 0  # bytes of the largest value: what a size limit refused
+
         def refused(error: KafkaException) -> KafkaClientError:
             return from_kafka_exception(
-                error, doing, kafka=self._kafka, operation="Write", resource=self._topic
+                error,
+                f"{doing} (the largest record {largest:,} bytes before compression)",
+                kafka=self._kafka,
+                operation="Write",
+                resource=self._topic,
             )
 
         def delivered(index: int) -> Callable[[object, object], None]:
@@ -83,6 +98,7 @@ class StatusWriter:
             for index, (key, value) in enumerate(records):
                 # Signed under the lock: a writer's sequence numbers go out in their order.
                 headers = None if self._signer is None else self._signer.headers(key, value)
+                largest = max(largest, len(value or b""))
                 try:
                     self._producer.produce(
                         self._topic, value, key, partition=self._partition,

@@ -109,6 +109,26 @@ def test_kafka_exceptions_map_to_kafka_client_error() -> None:
     assert str(mapped) == "committing orders:3 failed: UNKNOWN_MEMBER_ID: Broker: Unknown member"
 
 
+class _StandInTooLargeError(_StandInKafkaError):
+    def code(self) -> int:
+        return 10
+
+    def name(self) -> str:
+        return "MSG_SIZE_TOO_LARGE"
+
+    def str(self) -> str:
+        return "Broker: Message size too large"
+
+
+def test_a_record_too_large_names_the_limits_to_raise() -> None:
+    """MSG_SIZE_TOO_LARGE says which settings bound a record, so the reader knows what to raise."""
+    too_large = RuntimeError(_StandInTooLargeError())
+    mapped = from_kafka_exception(too_large, "writing to the status topic 's'")
+    assert mapped.kafka_name == "MSG_SIZE_TOO_LARGE"
+    assert "max.message.bytes" in str(mapped)
+    assert "message.max.bytes" in str(mapped)
+
+
 def test_unknown_exceptions_still_map() -> None:
     """Anything else becomes a KafkaClientError with code -1 and the original text."""
     mapped = from_kafka_exception(OSError("socket closed"), "listing topics")

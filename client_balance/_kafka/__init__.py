@@ -51,6 +51,8 @@ from client_balance._kafka._errors import (
 from client_balance._kafka._follow import follow
 from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
 from client_balance._kafka._offsets import (
+    COMMIT_REQUEST_BYTES,
+    commit_batches,
     commit_offsets,
     offsets_for_times,
     offsets_for_timestamps,
@@ -76,6 +78,7 @@ from client_balance._kafka._topics import TopicState, create_topics, ensure_topi
 
 __all__ = [
     "BROKER_POLL_S",
+    "COMMIT_REQUEST_BYTES",
     "GROUP_IN_USE_CODES",
     "LIBRDKAFKA_DEFAULTS",
     "METADATA_POLL_S",
@@ -96,6 +99,7 @@ __all__ = [
     "call_until_transient_passes",
     "check_login",
     "cluster_answers",
+    "commit_batches",
     "commit_offsets",
     "create_topics",
     "data_lost",

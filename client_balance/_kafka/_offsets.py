@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -16,6 +16,8 @@ from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
 __all__ = [
+    "COMMIT_REQUEST_BYTES",
+    "commit_batches",
     "commit_offsets",
     "offsets_for_times",
     "offsets_for_timestamps",
@@ -23,6 +25,40 @@ __all__ = [
     "read_committed",
     "read_starts",
 ]
+
+
+COMMIT_REQUEST_BYTES = 512 * 1024
+"""Bound on the offset records one commit makes the group coordinator write. It writes a
+commit's records as one batch, and refuses a batch over the offsets topic's 1 MB
+(``RecordTooLargeException``): about 10,000 partitions of short names, 1,750 of the longest
+(a 255-character group, 249-character topics). Larger commits go out in several requests."""
+_OFFSET_RECORD_BYTES = 100
+"""An offset record's size beside its group and topic names: key and value fields, framing."""
+
+
+def commit_batches(
+    group_id: str, offsets: Sequence[KafkaTopicPartition]
+) -> Iterator[list[KafkaTopicPartition]]:
+    """``offsets`` in order, in runs whose offset records stay within COMMIT_REQUEST_BYTES."""
+    fixed = _OFFSET_RECORD_BYTES + len(group_id.encode())
+    if len(offsets) * (fixed + 249 * 4) <= COMMIT_REQUEST_BYTES:  # the usual commit: one run
+        yield list(offsets)
+        return
+    topic_bytes: dict[str, int] = {}
+    batch: list[KafkaTopicPartition] = []
+    size = 0
+    for offset in offsets:
+        topic = offset.topic
+        record = topic_bytes.get(topic)
+        if record is None:
+            record = topic_bytes[topic] = fixed + len(topic.encode())
+        if batch and size + record > COMMIT_REQUEST_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append(offset)
+        size += record
+    if batch:
+        yield batch
 
 
 def partition_offsets(
@@ -85,17 +121,17 @@ def commit_offsets(
     doing = f"committing offsets of group {group_id!r}"
     client = group_client(bootstrap_servers, group_id, kafka)
 
+    every = [kafka_tp(tp, offset) for tp, offset in offsets.items()]
+
     def commit() -> None:
-        try:
-            answers = client.commit(
-                offsets=[kafka_tp(tp, offset) for tp, offset in offsets.items()],
-                asynchronous=False,
-            )
-        except KafkaException as error:
-            raise from_kafka_exception(error, doing) from error
-        for answer in answers or ():
-            if answer.error is not None:
-                raise from_kafka_exception(KafkaException(answer.error), doing)
+        for batch in commit_batches(group_id, every):
+            try:
+                answers = client.commit(offsets=batch, asynchronous=False)
+            except KafkaException as error:
+                raise from_kafka_exception(error, doing) from error
+            for answer in answers or ():
+                if answer.error is not None:
+                    raise from_kafka_exception(KafkaException(answer.error), doing)
 
     try:
         call_until_transient_passes(commit, timeout_s=timeout_s)

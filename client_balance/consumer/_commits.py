@@ -14,6 +14,7 @@ from client_balance._kafka import (
     GROUP_IN_USE_CODES,
     Consumer,
     KafkaException,
+    commit_batches,
     from_kafka_exception,
     kafka_tp,
 )
@@ -84,16 +85,19 @@ class Committer:
             )
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
-        try:
-            answers = self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:
-            raise self._error(error) from error
-        failed = [tp for tp in answers or () if tp.error is not None]
-        if failed:
-            raise self._error(KafkaException(failed[0].error))
-        with self._lock:
-            for state, position in zip(states, positions, strict=True):
-                state.committed = position
+        done = 0
+        for batch in commit_batches(self._group_id, offsets):
+            try:
+                answers = self._consumer.commit(offsets=batch, asynchronous=False)
+            except KafkaException as error:
+                raise self._error(error) from error
+            failed = [tp for tp in answers or () if tp.error is not None]
+            if failed:
+                raise self._error(KafkaException(failed[0].error))
+            with self._lock:  # a batch that landed stays marked, should a later one fail
+                for at in range(done, done + len(batch)):
+                    states[at].committed = positions[at]
+            done += len(batch)
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.
@@ -105,7 +109,8 @@ class Committer:
             return
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=True)
+            for batch in commit_batches(self._group_id, offsets):
+                self._consumer.commit(offsets=batch, asynchronous=True)
         except KafkaException as error:  # the interval's commit makes it again
             _log.warning("commit failed; will retry", error=str(self._error(error)))
 

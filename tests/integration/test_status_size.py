@@ -1,4 +1,4 @@
-"""Status records larger than Kafka's default one-megabyte limit, against the real broker.
+"""Status records and commits larger than Kafka's one-megabyte limits, against the real broker.
 
 A member's report lists every partition it holds with its offsets: about 100 bytes each with
 realistic offsets, so a member of some ten thousand partitions writes a report past the
@@ -16,6 +16,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ResourceType,
 )
 
+from client_balance import admin
+from client_balance._kafka import commit_offsets, group_client, read_committed
+from client_balance.keys import TopicPartition
 from client_balance.membership import MemberReport, StatusWriter, ensure_status_topic, member_key
 from client_balance.membership._report import HeldPartition
 
@@ -63,3 +66,28 @@ def test_a_created_status_topic_takes_records_of_eight_megabytes(kafka_bootstrap
     resource = ConfigResource(ResourceType.TOPIC, status_topic)
     entries = client.describe_configs([resource])[resource].result(timeout=30)
     assert entries["max.message.bytes"].value == str(8 * 1024 * 1024)
+
+
+@pytest.mark.timeout(180)
+def test_a_commit_of_more_than_a_megabyte_of_offsets_lands(kafka_bootstrap: str) -> None:
+    """2,000 partitions of a 249-character topic for a 255-character group are committed.
+
+    Kafka's group coordinator writes a commit's offset records as one batch and refuses one
+    over 1 MB (``RecordTooLargeException`` in its log): the commit of all 2,000 (1.2 MB)
+    failed, as would a member's commit of some 10,000 partitions of ordinary names. Commits
+    now go out in runs of at most 512 KiB of records.
+    """
+    group = f"g-{uuid.uuid4().hex[:8]}-".ljust(255, "g")
+    topic = f"commit-{uuid.uuid4().hex[:8]}-".ljust(249, "t")
+    admin.create_topics(kafka_bootstrap, {topic: 2_000}, timeout_s=120.0)
+    try:
+        offsets = {TopicPartition(topic, number): 7 + number for number in range(2_000)}
+        commit_offsets(kafka_bootstrap, group, offsets, timeout_s=60.0)
+        reader = group_client(kafka_bootstrap, group)
+        try:
+            assert read_committed(reader, offsets, timeout_s=60.0) == offsets
+        finally:
+            reader.close()
+    finally:
+        client = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        client.delete_topics([topic])[topic].result(timeout=60)

@@ -122,7 +122,11 @@ def scale_points(lines: Iterable[dict[str, Any]]) -> dict[tuple[str, str], Point
         series, _, rest = str(line["case"]).partition("-")
         metric = rest.removesuffix("-growth")
         if rest.endswith("-growth") and isinstance(line.get("points"), list):
-            growth[(series, metric)] = [(float(n), float(v)) for n, v in line["points"]]
+            growth[(series, metric)] = [
+                (float(n), float(v))
+                for n, v in line["points"]
+                if v is not None  # unmeasured
+            ]
         elif _number(line.get(series)) is not None and _number(line.get("ours")) is not None:
             single.setdefault((series, metric), []).append((line[series], line["ours"]))
     return {**single, **growth}

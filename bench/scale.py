@@ -268,14 +268,18 @@ def point_lines(series: str, size: int, runs: list[dict[str, Any]], extra: dict[
                   "max_round_s": [round(max(r["round_s"], default=0.0), 3) for r in runs]},
     }  # fmt: skip
     for metric, values in figures.items():
+        # A run without a figure (no round in its window) is null, never NaN: JSON has no NaN.
+        measured = [v for v in values if not math.isnan(v)]
+        median = _median(measured) if measured else math.nan
         emit(json.dumps({
             "bench": BENCH, "case": f"{series}-{metric}", series: size,
-            "ours": round(_median(values), 4), "peer": None, "peer_name": None, "ratio": None,
-            "unit": UNITS[metric], "runs": [round(v, 4) for v in values],
+            "ours": round(median, 4) if measured else None, "peer": None, "peer_name": None,
+            "ratio": None, "unit": UNITS[metric],
+            "runs": [None if math.isnan(v) else round(v, 4) for v in values],
             "load": [r["load"] for r in runs], **details[metric], **extra,
             "warnings": sorted({w for r in runs for w in r["warnings"]}),
         }))  # fmt: skip
-        GROWTH.setdefault((series, metric), []).append((size, _median(values)))
+        GROWTH.setdefault((series, metric), []).append((size, median))
 
 
 GROWTH: dict[tuple[str, str], list[tuple[int, float]]] = {}
@@ -291,10 +295,13 @@ def growth_lines() -> None:
         worst = max((s for s in slopes if s is not None), default=0.0)
         verdict = "super-linear" if worst > 1.15 else "linear" if worst > 0.85 else "sub-linear"
         verdict = verdict if pairs else "one point"
+        missing = [n for n, v in points if math.isnan(v)]
+        if missing:  # a slope skipped for want of a figure must not read as sub-linear
+            verdict = f"incomplete: no figure at {', '.join(map(str, missing))}"
         emit(json.dumps({
             "bench": BENCH, "case": f"{series}-{metric}-growth", "unit": "log-log slope",
             "ours": round(worst, 2), "peer": None, "peer_name": None, "ratio": None,
-            "points": [[n, round(v, 4)] for n, v in points],
+            "points": [[n, None if math.isnan(v) else round(v, 4)] for n, v in points],
             "slopes": [s if s is None else round(s, 2) for s in slopes],
             f"per_{series[:-1]}": [f"{d:.3g}" for d in marginal], "verdict": verdict,
         }))  # fmt: skip

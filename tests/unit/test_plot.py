@@ -140,6 +140,13 @@ def test_scale_points_prefer_the_growth_lines(plot: ModuleType) -> None:
     assert points[("partitions", "round")] == [(100, 0.002), (15000, 0.2)]
 
 
+def test_a_growth_point_without_a_figure_is_left_out(plot: ModuleType) -> None:
+    """A point whose runs had no round (null in the line) is skipped, not a crash."""
+    line = {"bench": "scale", "case": "partitions-round-growth", "unit": "log-log slope",
+            "ours": 0.8, "points": [[100, 0.01], [10000, 0.25], [100000, None]]}  # fmt: skip
+    assert plot.scale_points([line])[("partitions", "round")] == [(100, 0.01), (10000, 0.25)]
+
+
 def test_the_axis_turns_logarithmic_only_for_wide_ranges(plot: ModuleType) -> None:
     """Values spanning more than LOG_SPAN get a log axis; close ones a linear one."""
     assert plot._log_wanted([0.0021, 1.93])

@@ -84,14 +84,19 @@ def test_errors_are_exported_from_the_package() -> None:
 
 
 class _StandInKafkaError:
+    def __init__(
+        self, code: int = 25, name: str = "UNKNOWN_MEMBER_ID", text: str = "Broker: Unknown member"
+    ) -> None:
+        self._code, self._name, self._text = code, name, text
+
     def code(self) -> int:
-        return 25
+        return self._code
 
     def name(self) -> str:
-        return "UNKNOWN_MEMBER_ID"
+        return self._name
 
     def str(self) -> str:
-        return "Broker: Unknown member"
+        return self._text
 
     def retriable(self) -> bool:
         return False
@@ -109,20 +114,11 @@ def test_kafka_exceptions_map_to_kafka_client_error() -> None:
     assert str(mapped) == "committing orders:3 failed: UNKNOWN_MEMBER_ID: Broker: Unknown member"
 
 
-class _StandInTooLargeError(_StandInKafkaError):
-    def code(self) -> int:
-        return 10
-
-    def name(self) -> str:
-        return "MSG_SIZE_TOO_LARGE"
-
-    def str(self) -> str:
-        return "Broker: Message size too large"
-
-
 def test_a_record_too_large_names_the_limits_to_raise() -> None:
     """MSG_SIZE_TOO_LARGE says which settings bound a record, so the reader knows what to raise."""
-    too_large = RuntimeError(_StandInTooLargeError())
+    too_large = RuntimeError(
+        _StandInKafkaError(10, "MSG_SIZE_TOO_LARGE", "Broker: Message size too large")
+    )
     mapped = from_kafka_exception(too_large, "writing to the status topic 's'")
     assert mapped.kafka_name == "MSG_SIZE_TOO_LARGE"
     assert "max.message.bytes" in str(mapped)

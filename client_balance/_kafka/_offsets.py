@@ -34,6 +34,8 @@ commit's records as one batch, and refuses a batch over the offsets topic's 1 MB
 (a 255-character group, 249-character topics). Larger commits go out in several requests."""
 _OFFSET_RECORD_BYTES = 100
 """An offset record's size beside its group and topic names: key and value fields, framing."""
+_TOPIC_BYTES_MAX = 249 * 4
+"""Kafka's longest topic name (249 characters) in the widest UTF-8 (4 bytes a character)."""
 
 
 def commit_batches(
@@ -41,7 +43,7 @@ def commit_batches(
 ) -> Iterator[list[KafkaTopicPartition]]:
     """``offsets`` in order, in runs whose offset records stay within COMMIT_REQUEST_BYTES."""
     fixed = _OFFSET_RECORD_BYTES + len(group_id.encode())
-    if len(offsets) * (fixed + 249 * 4) <= COMMIT_REQUEST_BYTES:  # the usual commit: one run
+    if len(offsets) * (fixed + _TOPIC_BYTES_MAX) <= COMMIT_REQUEST_BYTES:  # the usual: one run
         yield list(offsets)
         return
     topic_bytes: dict[str, int] = {}

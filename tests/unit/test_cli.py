@@ -1,5 +1,6 @@
 import json
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -236,8 +237,12 @@ def test_status_watch_appends_each_view_when_not_a_terminal(
 ) -> None:
     """--watch to a pipe prints each refresh after the last, stamped, without escape codes."""
     naps: list[float] = []
+    real_sleep, this_thread = time.sleep, threading.current_thread()
 
     def sleep(seconds: float) -> None:
+        if threading.current_thread() is not this_thread:
+            real_sleep(seconds)  # time.sleep is every thread's: a Spark session's py4j sleeps too
+            return
         naps.append(seconds)
         if len(naps) == 2:
             raise KeyboardInterrupt
@@ -336,7 +341,9 @@ def test_watch_must_be_a_positive_finite_period(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A --watch of -1, 0, inf or nan is a usage error naming the option and what is allowed."""
-    monkeypatch.setattr(time, "sleep", lambda _: pytest.fail("--watch slept"))
+    # The CLI's own watch loop, not time.sleep: that is every thread's (a Spark session's
+    # py4j worker sleeps in this process too, and failed in its thread while it was patched).
+    monkeypatch.setattr(_render, "watch", lambda *_: pytest.fail("--watch watched"))
     assert main([*STATUS_ARGV, "--watch", seconds]) == 2
     err = capsys.readouterr().err
     assert f"argument --watch: {seconds!r} is not allowed" in err

@@ -15,6 +15,8 @@ import io
 import json
 import math
 import string
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -109,8 +111,13 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No cluster, no running broker, a secret in CLIENT_BALANCE_KAFKA, --watch ends at once."""
     empty = admin.GroupView(group="g", members=(), partitions=(), conflicts=())
 
+    real_sleep, this_thread = time.sleep, threading.current_thread()
+
     # What reaches the cluster or the clock must be sane: -2 is Kafka's earliest, nan never ends.
     def interrupt(seconds: float) -> None:
+        if threading.current_thread() is not this_thread:
+            real_sleep(seconds)  # time.sleep is every thread's: a Spark session's py4j sleeps too
+            return
         assert 0 < seconds < math.inf, seconds
         raise KeyboardInterrupt
 

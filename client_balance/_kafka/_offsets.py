@@ -19,6 +19,7 @@ __all__ = [
     "COMMIT_REQUEST_BYTES",
     "commit_batches",
     "commit_offsets",
+    "commit_runs",
     "offsets_for_times",
     "offsets_for_timestamps",
     "partition_offsets",
@@ -61,6 +62,22 @@ def commit_batches(
         size += record
     if batch:
         yield batch
+
+
+def commit_runs(
+    client: Consumer, group_id: str, offsets: Sequence[KafkaTopicPartition]
+) -> Iterator[int]:
+    """Commit ``offsets`` and wait, run by run (``commit_batches``); yield each run's length.
+
+    Raises ``KafkaException`` for a run refused as a whole or in part: the runs yielded
+    before it stay committed.
+    """
+    for batch in commit_batches(group_id, offsets):
+        answers = client.commit(offsets=batch, asynchronous=False)
+        for answer in answers or ():
+            if answer.error is not None:
+                raise KafkaException(answer.error)
+        yield len(batch)
 
 
 def partition_offsets(
@@ -126,14 +143,11 @@ def commit_offsets(
     every = [kafka_tp(tp, offset) for tp, offset in offsets.items()]
 
     def commit() -> None:
-        for batch in commit_batches(group_id, every):
-            try:
-                answers = client.commit(offsets=batch, asynchronous=False)
-            except KafkaException as error:
-                raise from_kafka_exception(error, doing) from error
-            for answer in answers or ():
-                if answer.error is not None:
-                    raise from_kafka_exception(KafkaException(answer.error), doing)
+        try:
+            for _ in commit_runs(client, group_id, every):
+                pass
+        except KafkaException as error:
+            raise from_kafka_exception(error, doing) from error
 
     try:
         call_until_transient_passes(commit, timeout_s=timeout_s)

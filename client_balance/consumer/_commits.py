@@ -15,6 +15,7 @@ from client_balance._kafka import (
     Consumer,
     KafkaException,
     commit_batches,
+    commit_runs,
     from_kafka_exception,
     kafka_tp,
 )
@@ -86,18 +87,14 @@ class Committer:
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
         done = 0
-        for batch in commit_batches(self._group_id, offsets):
-            try:
-                answers = self._consumer.commit(offsets=batch, asynchronous=False)
-            except KafkaException as error:
-                raise self._error(error) from error
-            failed = [tp for tp in answers or () if tp.error is not None]
-            if failed:
-                raise self._error(KafkaException(failed[0].error))
-            with self._lock:  # a batch that landed stays marked, should a later one fail
-                for at in range(done, done + len(batch)):
-                    states[at].committed = positions[at]
-            done += len(batch)
+        try:
+            for landed in commit_runs(self._consumer, self._group_id, offsets):
+                with self._lock:  # a run that landed stays marked, should a later one fail
+                    for at in range(done, done + landed):
+                        states[at].committed = positions[at]
+                done += landed
+        except KafkaException as error:
+            raise self._error(error) from error
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.

@@ -42,10 +42,12 @@ class Committer:
         interval_s: float,
         lock: threading.Condition,
         *,
+        held: Callable[[], list[HeldPartition]] = list,
         may_commit: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumer = consumer
+        self._held = held
         self._may_commit = may_commit
         self._group_id = group_id
         self._interval_s = interval_s
@@ -53,6 +55,28 @@ class Committer:
         self._clock = clock
         self._last_flush_s = clock()
         self._last_recommit_s = clock()
+        self._in_flight = 0
+
+    def settled(self) -> bool:
+        """Whether no commit is waiting for its answer.
+
+        librdkafka holds a commit while the group's coordinator is out of reach, and sends it
+        when it is back.
+        """
+        return self._in_flight == 0
+
+    def recommit_soon(self) -> None:
+        """Commit every held position again at the next interval check (or release).
+
+        A member that was cut off may have had a commit held, which landed when it came back
+        and moved a partition's committed position behind where its new owner committed: what
+        the group has committed is not known any more, so none of it counts as committed.
+        """
+        states = self._held()
+        with self._lock:
+            for state in states:
+                state.committed = None
+        self._last_flush_s = float("-inf")
 
     def commit_confirmed(
         self, state: HeldPartition, through_gate: Callable[[Callable[[], None]], object]
@@ -74,27 +98,30 @@ class Committer:
         """Commit each state's confirmed position now (the caller holds the client lock).
 
         Refused while ``may_commit()`` says the member's lease may have lapsed: another member
-        may hold the partitions by now, and its commits are not ours to overwrite.
+        may hold the partitions by now, and its commits are not ours to overwrite. A commit
+        whose answer comes only after that is not counted as made either: the new owner
+        commits over it once this member is back (:meth:`recommit_soon`).
         """
         if not self._may_commit():
-            raise KafkaClientError(
-                "committing offsets failed: this member's lease may have lapsed (no status "
-                "report acknowledged in time); nothing is committed until it is renewed",
-                kafka_code=-1,
-                kafka_name="LEASE_LAPSED",
-                retriable=True,
-            )
+            raise _lease_lapsed("nothing is committed until it is renewed")
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
         done = 0
+        with self._lock:
+            self._in_flight += 1
         try:
             for landed in commit_runs(self._consumer, self._group_id, offsets):
+                if not self._may_commit():
+                    raise _lease_lapsed("a commit answered after that counts for nothing")
                 with self._lock:  # a run that landed stays marked, should a later one fail
                     for at in range(done, done + landed):
                         states[at].committed = positions[at]
                 done += landed
         except KafkaException as error:
             raise self._error(error) from error
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.
@@ -120,7 +147,6 @@ class Committer:
 
     def on_interval(
         self,
-        held: Callable[[], list[HeldPartition]],
         call: Callable[[Callable[[], None]], None],
         fail: Callable[[ClientBalanceError], None],
     ) -> None:
@@ -134,7 +160,7 @@ class Committer:
         if everything:
             self._last_recommit_s = now
         try:
-            states = held()
+            states = self._held()
             if states:
                 call(lambda: (self.commit if everything else self.commit_due)(states))
         except GroupInUseError as error:
@@ -152,3 +178,13 @@ class Committer:
                 group_id=self._group_id,
             )
         return mapped
+
+
+def _lease_lapsed(consequence: str) -> KafkaClientError:
+    return KafkaClientError(
+        "committing offsets failed: this member's lease may have lapsed (no status report "
+        f"acknowledged in time); {consequence}",
+        kafka_code=-1,
+        kafka_name="LEASE_LAPSED",
+        retriable=True,
+    )

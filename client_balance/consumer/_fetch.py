@@ -86,13 +86,13 @@ class Fetcher:
         self._ready = self.shelf.ready
         self._wake = threading.Event()
         self._gate = ClientGate(on_wait=self._wake.set, on_release=self._notify)
-        self._commits = Committer(
+        self.commits = Committer(  # also asked by the member whether its commits settled
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
-            may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - replaced after __init__
+            held=self._states, may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - set later
         )  # fmt: skip
         self._starter = Starter(
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
-            commits=self._commits, timeout_s=self._timeout_s,
+            commits=self.commits, timeout_s=self._timeout_s,
         )  # fmt: skip
         self._last_caller_fetch_s = 0.0
         self.on_fatal: Callable[[], None] = lambda: None
@@ -196,7 +196,7 @@ class Fetcher:
             return
         try:
             if commit and state.committed != state.confirmed:
-                self._gate.call(lambda: self._commits.commit([state]))
+                self._gate.call(lambda: self.commits.commit([state]))
         finally:
             with self._lock:
                 if self._held.pop(partition, None) is state:
@@ -268,7 +268,7 @@ class Fetcher:
             self._gate.call(lambda: self._rewind(state, batch.start))
             return state.confirmed, state.committed == state.confirmed
         if self._settings.commit == "sync":
-            return batch.end, self._commits.commit_confirmed(state, self._gate.call)
+            return batch.end, self.commits.commit_confirmed(state, self._gate.call)
         self._resume_if_drained(partition)
         return batch.end, False
 
@@ -279,7 +279,7 @@ class Fetcher:
 
     def flush(self) -> None:
         """Commit every confirmed position not yet committed."""
-        self._gate.call(lambda: self._commits.commit_due(self._states()))
+        self._gate.call(lambda: self.commits.commit_due(self._states()))
 
     def _states(self) -> list[HeldPartition]:
         with self._lock:
@@ -317,7 +317,7 @@ class Fetcher:
             else:
                 self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
             self._wake.clear()
-            self._commits.on_interval(self._states, self._gate.call, self.failures.store)
+            self.commits.on_interval(self._gate.call, self.failures.store)
 
     def _resume(self, state: HeldPartition) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ def join_group(
     on_fenced: Callable[[bool], None],
     admin: AdminClient,
     claims: Callable[[], Iterable[TopicPartition]] = tuple,
+    commits_settled: Callable[[], bool] = lambda: True,
 ) -> StatusMember:
     """Check the Kafka group for subscribe() members and join the status topic, at once.
 
@@ -52,6 +53,7 @@ def join_group(
         status = StatusMember(
             settings, setup.consumer_id, describe,
             on_change=on_change, on_fenced=on_fenced, admin=admin,
+            commits_settled=commits_settled,
         )  # fmt: skip
         try:
             status.join(claims())

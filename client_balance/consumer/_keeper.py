@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
+from client_balance.consumer._arrivals import Arrivals
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
@@ -70,6 +71,7 @@ class PartitionKeeper:
         self._refused = RefusedConnects(self._settings.refused_connect_wait_s)
         self._lost_lock = threading.Lock()
         self._lost_pending: dict[str, int] = {}  # fenced: on_lost waits for the next round
+        self._arrivals = Arrivals(member.consumer_id)
 
     # ------------------------------------------------------------------ register / release
     def connect(self, partition: TopicPartition, offset: int, shown_key: str) -> None:
@@ -334,6 +336,8 @@ class PartitionKeeper:
             _log.warning("partition taken over by another member", partition=str(partition))
         self.hooks.lost(dropped)
         status.forget(taken)
+        if self._arrivals.since_last(status.live_reports()) and held:
+            self._fetcher.commits.recommit_soon()  # over a late commit of theirs: see _arrivals
         return True
 
 

@@ -4,8 +4,10 @@ The member writes its first report at start and waits to read it back, so its vi
 every record written before it joined. After that a thread writes a report on change and every
 ``report_interval_s``. A member that has not managed to write a report for nearly its lease
 fences itself (``on_fenced(True)``): the others will soon consider it dead and take its
-partitions, so it must stop fetching first. Once a report gets through again it is told
-(``on_fenced(False)``) and claims afresh.
+partitions, so it must stop fetching first. Once a report gets through again, and every commit
+it made before has had its answer (``commits_settled()``), it is told (``on_fenced(False)``) and
+claims afresh: the others, seeing it back, commit their positions again over any commit of its
+that was held while it was cut off and landed only now.
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ from client_balance.membership._log import open_status_topic
 from client_balance.membership._records import MemberReport, member_key
 from client_balance.membership._report import MAX_LEASE_S
 from client_balance.membership._signing import status_secret
+from client_balance.membership._upkeep import reap_dead, tombstone_defeated
 from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["StatusMember"]
 
 _log = get_logger("membership")
+
+_SETTLE_POLL_S = 0.1
+"""How often a fenced member whose report got through looks again for its commits' answers."""
 
 
 class StatusMember:
@@ -49,6 +55,7 @@ class StatusMember:
         on_change: Callable[[], None],
         on_fenced: Callable[[bool], None],
         admin: AdminClient | None = None,
+        commits_settled: Callable[[], bool] = lambda: True,
     ) -> None:
         self._settings = settings
         self._group = settings.group_id
@@ -56,6 +63,7 @@ class StatusMember:
         self._describe = describe
         self._on_change = on_change
         self._on_fenced = on_fenced
+        self._commits_settled = commits_settled
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
@@ -256,11 +264,15 @@ class StatusMember:
             _log.warning("fenced: no report within the lease; stopped fetching")
 
     def _run(self) -> None:
+        awaiting_commits = False
         while not self._stop.is_set():
-            self._wake.wait(self._settings.report_interval_s)
+            interval_s = self._settings.report_interval_s
+            self._wake.wait(_SETTLE_POLL_S if awaiting_commits else interval_s)
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if awaiting_commits and not self._report_due():
+                continue
             self._fence_if_silent()  # a pause of the whole process shows only here
             sent = time.monotonic()
             try:
@@ -280,45 +292,26 @@ class StatusMember:
                 self._fence_if_silent()
                 continue
             self._last_written_s = sent
+            awaiting_commits = self._fenced and not self._commits_settled()
+            if awaiting_commits:
+                # Back only once it has landed: the others then see this member return after
+                # it, and their commits on seeing that go over it (module docstring).
+                _log.info("still fenced: a commit made before the fence has had no answer yet")
+                continue
             if self._fenced:
                 self._fenced = False
                 self._claims.forget()  # they lapsed; the next round claims afresh
                 self._on_fenced(False)
-            self._tombstone_defeated()
-            self._reap()
+            tombstone_defeated(self._writer, self._reader)
+            reap_dead(self._writer, self._reader, self._id, self._settings.reap_after_s)
 
-    def _reap(self) -> None:
-        """Tombstone long-dead members' records, if this is the earliest live member.
+    def _report_due(self) -> bool:
+        """Whether a report is due while fenced and awaiting commits.
 
-        One member does it so the others write nothing twice; any member may, since a
-        tombstone of a dead member changes nothing but what a replay has to read.
+        Once they are settled, and every report interval meanwhile.
         """
-        with self._reader.lock:
-            state = self._reader.state
-            live = state.live_reports()
-            if self._id not in live or min(live, key=state.join_order) != self._id:
-                return
-            grace_ms = int(self._settings.reap_after_s * 1000)
-            dead = state.dead_records(state.last_ms, grace_ms)
-        if dead:
-            try:
-                self._writer.write([(key, None) for keys in dead.values() for key in keys])
-            except KafkaClientError as error:
-                _log.warning("could not reap dead members", error=str(error))
-                return
-            _log.info("reaped dead members", members=sorted(dead))
-
-    def _tombstone_defeated(self) -> None:
-        """Withdraw, for their members, the claims that lost to this one (see take_defeated)."""
-        with self._reader.lock:
-            keys = self._reader.state.take_defeated()
-        if keys:
-            try:
-                self._writer.write([(key, None) for key in keys])
-            except KafkaClientError as error:
-                _log.warning("could not withdraw defeated claims", error=str(error))
-                with self._reader.lock:
-                    self._reader.state.defeated_again(keys)
+        since_s = time.monotonic() - self._last_written_s
+        return self._commits_settled() or since_s >= self._settings.report_interval_s
 
     def _wait_applied(self, offset: int) -> None:
         if not self._reader.wait_applied(offset, self._settings.request_timeout_s):

@@ -218,7 +218,7 @@ def test_a_release_whose_commit_fails_still_withdraws_the_claim(
     batch = first.get_message(timeout_s=30)
     first.confirm(batch.confirm_context)  # confirmed, not committed: the release must commit
     assert first._run is not None
-    committer = first._run.fetcher._commits  # internal: inject one failing commit
+    committer = first._run.fetcher.commits  # inject one failing commit
 
     def refused(states: object) -> None:
         raise KafkaClientError("injected", kafka_code=-1, kafka_name="INJECTED")
@@ -264,7 +264,7 @@ def test_a_round_whose_release_commit_fails_hands_the_partition_over_within_two_
         batch = first.get_message(timeout_s=30)
         first.confirm(batch.confirm_context)  # confirmed, not committed: the release commits
         assert first._run is not None
-        commits = first._run.fetcher._commits  # internal: inject one failing commit
+        commits = first._run.fetcher.commits  # inject one failing commit
         real_commit = commits.commit
 
         def fail_once(states: Any) -> None:

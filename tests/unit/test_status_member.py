@@ -110,6 +110,40 @@ def test_member_fences_itself_when_reports_fail_and_recovers(
     assert writer.records[-1][1] is None  # the report's tombstone
 
 
+def test_a_fenced_member_stays_fenced_until_its_commits_have_their_answers(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """A report that lands unfences only once no commit is held: the late one lands first.
+
+    The reports meanwhile still go out, marked fenced, so the others see it alive and out.
+    """
+    settled = threading.Event()
+    monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
+    monkeypatch.setattr(_log, "StatusReader", FakeReader)
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9092", group_id="g",
+        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,
+    )  # fmt: skip
+    member = StatusMember(
+        settings, "me", report, on_change=lambda: None, on_fenced=fenced.append,
+        commits_settled=settled.is_set,
+    )  # fmt: skip
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    writer.failing = True
+    wait_for(lambda: fenced == [True])
+    written = len(writer.records)
+    writer.failing = False
+    wait_for(lambda: len(writer.records) > written + 2)  # reports land: one each interval
+    assert fenced == [True]
+    assert all(MemberReport.decode(value).fenced for _, value in writer.records[written:] if value)
+    settled.set()
+    wait_for(lambda: fenced == [True, False])
+    member.leave()
+
+
 def test_leave_withdraws_claims_and_is_idempotent(member: StatusMember) -> None:
     """leave() writes a withdrawal per claim and a report tombstone, once."""
     member.join()

@@ -1,0 +1,99 @@
+"""Commits answered late, and the re-commit of the others when a member arrives (fakes)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from client_balance.consumer._arrivals import Arrivals
+from client_balance.consumer._buffers import HeldPartition
+from client_balance.consumer._commits import Committer
+from client_balance.errors import ClientBalanceError, KafkaClientError
+from client_balance.keys import TopicPartition
+from client_balance.membership import MemberReport
+
+
+class _SlowConsumer:
+    """A consumer whose commit runs ``during`` before answering (a held request)."""
+
+    def __init__(self, during: Any = lambda: None) -> None:
+        self.during = during
+        self.commits: list[list[int]] = []
+
+    def commit(self, *, offsets: list[KafkaTopicPartition], asynchronous: bool) -> list[Any]:
+        self.during()
+        self.commits.append([tp.offset for tp in offsets])
+        return []
+
+
+def _no_failure(error: ClientBalanceError) -> None:
+    pytest.fail(f"a commit failed: {error}")
+
+
+def _held(*confirmed: int) -> list[HeldPartition]:
+    return [
+        HeldPartition(TopicPartition("orders", n), None, confirmed=at, committed=at)
+        for n, at in enumerate(confirmed)
+    ]
+
+
+def test_a_commit_answered_after_the_lease_lapsed_counts_for_nothing() -> None:
+    """The lease lapses while the commit waits: it raises LEASE_LAPSED and marks nothing."""
+    lease = {"ok": True}
+    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
+    commits: Committer
+
+    def held_until_the_lease_lapsed() -> None:
+        assert not commits.settled()  # the member waits for this answer before returning
+        lease["ok"] = False
+
+    consumer = _SlowConsumer(held_until_the_lease_lapsed)
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        may_commit=lambda: lease["ok"],
+    )  # fmt: skip
+    with pytest.raises(KafkaClientError, match="lease may have lapsed") as raised:
+        commits.commit(states)
+    assert raised.value.kafka_name == "LEASE_LAPSED"
+    assert states[0].committed == 3
+    assert commits.settled()
+
+
+def test_recommit_soon_commits_every_held_position_at_the_next_check() -> None:
+    """Positions already committed count as not committed, and the next check commits all."""
+    states = _held(5, 9)
+    consumer = _SlowConsumer()
+    now = [0.0]
+    commits = Committer(
+        consumer, "g", 3600.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: states, clock=lambda: now[0],
+    )  # fmt: skip
+    commits.on_interval(lambda run: run(), _no_failure)
+    assert consumer.commits == []  # nothing due, and the interval has not passed
+    commits.recommit_soon()
+    assert [state.committed for state in states] == [None, None]
+    commits.on_interval(lambda run: run(), _no_failure)
+    assert consumer.commits == [[5, 9]]
+    assert [state.committed for state in states] == [5, 9]
+
+
+def _report(member: str, *, fenced: bool = False) -> MemberReport:
+    return MemberReport(
+        consumer_id=member, host="h", pid=1, node_id=-1, source_count=-1, topics=("orders",),
+        strategy="sticky", version="v", lease_timeout_s=30.0, fenced=fenced,
+    )  # fmt: skip
+
+
+def test_arrivals_are_joins_and_returns_from_a_fence_but_never_oneself() -> None:
+    """{C0}, {C0, C1}, {C0, C1 fenced}, {C0, C1}: C0 arrives, then C1, nobody, C1 again."""
+    arrivals = Arrivals("me")
+    looks = [
+        {"me": _report("me"), "C0": _report("C0")},
+        {"me": _report("me"), "C0": _report("C0"), "C1": _report("C1")},
+        {"me": _report("me"), "C0": _report("C0"), "C1": _report("C1", fenced=True)},
+        {"C1": _report("C1"), "C0": _report("C0"), "me": _report("me")},
+    ]
+    assert [arrivals.since_last(reports) for reports in looks] == [["C0"], ["C1"], [], ["C1"]]

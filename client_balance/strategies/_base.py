@@ -27,7 +27,6 @@ __all__ = [
     "all_partitions",
     "java_string_hash",
     "kafka_member_order",
-    "partitions_of",
     "paused_gc",
     "subscribed_partition_counts",
     "subscribed_topics",
@@ -149,11 +148,6 @@ def paused_gc(partition_count: int) -> Iterator[None]:
             gc.freeze()
             gc.unfreeze()
         gc.enable()
-
-
-def partitions_of(topic: str, count: int) -> Iterator[TopicPartition]:
-    """``TopicPartition(topic, 0) .. (topic, count - 1)``, built without a Python call each."""
-    return map(tuple.__new__, repeat(TopicPartition), zip(repeat(topic), range(count)))
 
 
 def all_partitions(topics: Iterable[tuple[str, int]]) -> list[TopicPartition]:

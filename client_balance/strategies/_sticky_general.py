@@ -62,9 +62,10 @@ class _Builder:
         self.current: dict[str, dict[TopicPartition, None]] = {
             member_id: dict.fromkeys(claims) for member_id, claims in group.owned.items()
         }
-        self.owner: dict[TopicPartition, str] = {}
-        for member_id, claims in self.current.items():
-            self.owner.update(zip(claims, repeat(member_id)))
+        self.owner: dict[TopicPartition, str] = {} if group.owner is None else group.owner
+        if group.owner is None:
+            for member_id, claims in self.current.items():
+                self.owner.update(zip(claims, repeat(member_id)))
         self.held_topics: dict[str, Counter[str]] | None = None
         self.topic_order = sorted(self.counts, key=lambda t: (len(self.subscribers[t]), t))
         self._all_partitions: list[TopicPartition] | None = None

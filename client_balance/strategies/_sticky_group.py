@@ -122,6 +122,9 @@ class StickyGroup:
     max_generation: int
     subscriptions_equal: bool
     racks: StickyRacks
+    owner: dict[TopicPartition, str] | None = None
+    """Each claim's member, when :meth:`settle` built it on its way (subscriptions known to
+    differ, claims all valid and distinct): the general path takes it over, not building it."""
 
     @classmethod
     def settle(
@@ -143,10 +146,18 @@ class StickyGroup:
         claims = [by_id[member_id].owned for member_id in hash_order]
         every_claim = list(chain.from_iterable(claims))
         multiply_claimed: set[TopicPartition] = set()
-        if _all_exist(every_claim, limits) and len(set(every_claim)) == len(every_claim):
+        owner = None
+        distinct = False
+        if _all_exist(every_claim, limits):
+            if subscriptions_equal is False:  # the general path's map; a set costs less
+                member_of = chain.from_iterable(map(repeat, hash_order, map(len, claims)))
+                owner = dict(zip(every_claim, member_of, strict=True))
+            distinct = len(set(every_claim) if owner is None else owner) == len(every_claim)
+        if distinct:
             # The usual case, checked over all claims at once: nothing to drop or settle.
             owned = dict(zip(hash_order, map(list, claims), strict=True))
         else:
+            owner = None
             owned = {m: _existing(by_id[m].owned, limits) for m in hash_order}
             if len(set(chain.from_iterable(owned.values()))) < sum(map(len, owned.values())):
                 owned, multiply_claimed = _settle_rival_claims(by_id, hash_order, owned)
@@ -162,6 +173,7 @@ class StickyGroup:
             max_generation=max((member.generation for member in ordered), default=-1),
             subscriptions_equal=subscriptions_equal,
             racks=StickyRacks.of(ordered, counts, partition_racks),
+            owner=owner,
         )
 
     def subscriptions(self) -> tuple[dict[str, list[str]], dict[str, frozenset[str]]]:

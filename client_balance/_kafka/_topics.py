@@ -140,10 +140,9 @@ def ensure_topic(
         if found is not None and found.error is not None and found.error.code() in _DENIED:
             raise KafkaException(found.error)  # not visible to us: creating it would mislead
         if found is not None and found.error is None and found.partitions:
-            replicas = min(len(p.replicas) for p in found.partitions.values())
             operation = "DescribeConfigs"
-            current = _config_of(admin, resource, config, timeout_s, asked)
-            return TopicState(len(found.partitions), replicas, brokers, current)
+            return _existing(admin, found, brokers=brokers, resource=resource, keys=config,
+                             timeout_s=timeout_s, asked=asked)  # fmt: skip
         factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
         created = dict(config)
         if factor >= MAX_REPLICATION_FACTOR:
@@ -151,16 +150,23 @@ def ensure_topic(
         new = NewTopic(topic, num_partitions=partitions, replication_factor=factor, config=created)
         operation = "Create"
         future = admin.create_topics([new], request_timeout=timeout_s)[topic]
+        raced = False
         try:
             future.result(timeout=timeout_s)
         except KafkaException as error:
-            if error.args[0].code() != _TOPIC_EXISTS:  # another member created it meanwhile
+            if error.args[0].code() != _TOPIC_EXISTS:
                 raise
+            raced = True  # created meanwhile by another client, with its own replicas
         count = wait_until(
             lambda: _leaders_known(admin, topic, partitions, timeout_s),
             timeout_s=timeout_s,
             interval_s=METADATA_POLL_S,
         )
+        if raced and count:
+            operation = "DescribeConfigs"
+            found = admin.list_topics(topic, timeout=timeout_s).topics[topic]
+            return _existing(admin, found, brokers=brokers, resource=resource, keys=config,
+                             timeout_s=timeout_s, asked=asked)  # fmt: skip
     except KafkaException as error:
         raise from_kafka_exception(
             error, doing, kafka=kafka, operation=operation, resource=topic
@@ -170,6 +176,22 @@ def ensure_topic(
     if not count:
         raise timed_out(doing, timeout_s, "it has no leader")
     return TopicState(count, factor, brokers, created, created=True)
+
+
+def _existing(
+    admin: AdminClient,
+    found: Any,
+    *,
+    brokers: int,
+    resource: ConfigResource,
+    keys: Iterable[str],
+    timeout_s: float,
+    asked: concurrent.futures.Future[Any],
+) -> TopicState:
+    """The state of a topic that exists (``found``: its metadata) as it is, not as asked."""
+    replicas = min(len(p.replicas) for p in found.partitions.values())
+    current = _config_of(admin, resource, keys, timeout_s, asked)
+    return TopicState(len(found.partitions), replicas, brokers, current)
 
 
 def _config_of(

@@ -172,3 +172,50 @@ def test_a_missing_topic_is_created_whatever_the_early_config_query_said() -> No
                                 kafka=None, timeout_s=5.0, admin=admin)  # type: ignore[arg-type]  # fmt: skip
     assert state.created
     assert admin.calls[:3] == ["describe_configs", "list_topics", "create_topics"]
+
+
+class _RacedAdmin(_SilentAdmin):
+    """Another client creates the topic, with one replica on three brokers, just before us.
+
+    The metadata asked first does not list it yet; the create answers TOPIC_ALREADY_EXISTS.
+    """
+
+    def __init__(self) -> None:
+        self.listed = 0
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        """Not there at the first answer; then there, on one replica, with a leader."""
+        self.listed += 1
+        if self.listed == 1:
+            return SimpleNamespace(brokers={1: None, 2: None, 3: None}, topics={})
+        partition = SimpleNamespace(replicas=[2], leader=2)
+        found = SimpleNamespace(error=None, partitions={0: partition})
+        return SimpleNamespace(brokers={1: None, 2: None, 3: None}, topics={topic: found})
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> Any:
+        """The other client's config."""
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        answer.set_result({"cleanup.policy": SimpleNamespace(value="delete")})
+        return {resources[0]: answer}
+
+    def create_topics(self, topics: list[Any], request_timeout: float) -> Any:
+        """Refused: it exists by now."""
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        answer.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
+        return {topics[0].topic: answer}
+
+
+def test_a_topic_created_meanwhile_by_another_client_is_described_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A create that lost the race reports the topic's own replicas and config, not ours.
+
+    Seen on the 3-broker cluster: a status topic made with one replica just before a member
+    started passed as one of three replicas, so the member did not refuse it.
+    """
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _RacedAdmin())
+    state = _topics.ensure_topic("127.0.0.1:9", "status", config={"cleanup.policy": "compact"},
+                                kafka=None, timeout_s=5.0)  # fmt: skip
+    assert (state.replication_factor, state.brokers) == (1, 3)
+    assert state.config == {"cleanup.policy": "delete"}
+    assert not state.created

@@ -1,14 +1,16 @@
-"""Members that joined, or came back from a fence, since a member last looked.
+"""Members that came back, from a fence or a lapsed lease, since a member last looked.
 
 A member that was cut off may have had a commit held by its client, which landed only when it
 came back, behind where the partition's new owner has committed since. It reports itself back
 (not fenced) only after that commit's answer (``StatusMember``), so the others, committing
-their held positions again when they see it arrive, commit over it.
+their held positions again when they see it return, commit over it. A member new to the group
+(a new process is a new consumer id) has no commit of the past to land: its joining asks for
+nothing, so a rolling restart of a large group makes no storm of commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from client_balance._logging import get_logger
 from client_balance.membership import MemberReport
@@ -19,20 +21,24 @@ _log = get_logger("reconcile")
 
 
 class Arrivals:
-    """The live, unfenced members seen at the last look, other than ``me``."""
+    """The members live and unfenced, and those known at all, at the last look (not ``me``)."""
 
     def __init__(self, me: str) -> None:
         self._me = me
-        self._seen: frozenset[str] = frozenset()
+        self._live: frozenset[str] = frozenset()
+        self._known: frozenset[str] = frozenset()
 
-    def since_last(self, reports: Mapping[str, MemberReport]) -> list[str]:
-        """The members live and unfenced in ``reports`` that were not at the last call, sorted.
+    def returned(self, reports: Mapping[str, MemberReport], known: Iterable[str]) -> list[str]:
+        """Members live and unfenced in ``reports`` that were known, but not so, last time.
 
-        Worked example: calls with {C0}, then {C0, C1}, then {C0, C1 fenced}, then {C0, C1}
-        answer [C0], [C1], [], [C1]: C1 came back from its fence.
+        ``known``: every member with a record in the status log, live or not. Worked example,
+        looks of (live reports, known): ({C0}, {C0}), then ({C0, C1}, {C0, C1}), then
+        ({C0, C1 fenced}, {C0, C1}), then ({C0, C1}, {C0, C1}) answer [], [], [], [C1]: C1
+        was new at the second look, and came back from its fence at the fourth.
         """
-        now = frozenset(m for m, report in reports.items() if not report.fenced) - {self._me}
-        arrived, self._seen = sorted(now - self._seen), now
-        if arrived:
-            _log.info("members arrived", members=arrived)
-        return arrived
+        live = frozenset(m for m, report in reports.items() if not report.fenced) - {self._me}
+        back = sorted((live - self._live) & self._known)
+        self._live, self._known = live, frozenset(known)
+        if back:
+            _log.info("members came back", members=back)
+        return back

@@ -336,7 +336,7 @@ class PartitionKeeper:
             _log.warning("partition taken over by another member", partition=str(partition))
         self.hooks.lost(dropped)
         status.forget(taken)
-        if self._arrivals.since_last(status.live_reports()) and held:
+        if self._arrivals.returned(status.live_reports(), status.known_members()) and held:
             self._fetcher.commits.recommit_soon()  # over a late commit of theirs: see _arrivals
         return True
 

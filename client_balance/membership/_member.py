@@ -217,6 +217,11 @@ class StatusMember:
         with self._reader.lock:
             return self._reader.state.live_reports()
 
+    def known_members(self) -> set[str]:
+        """Every member with a record in the status log read so far, live or not."""
+        with self._reader.lock:
+            return set(self._reader.state.members)
+
     def elastic_members(self) -> dict[str, tuple[frozenset[str], set[TopicPartition]]]:
         """Live elastic members (mode ``elastic``): id -> (topics, partitions held)."""
         with self._reader.lock:

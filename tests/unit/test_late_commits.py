@@ -1,4 +1,4 @@
-"""Commits answered late, and the re-commit of the others when a member arrives (fakes)."""
+"""Commits answered late, and the re-commit of the others when a member returns (fakes)."""
 
 from __future__ import annotations
 
@@ -87,13 +87,17 @@ def _report(member: str, *, fenced: bool = False) -> MemberReport:
     )  # fmt: skip
 
 
-def test_arrivals_are_joins_and_returns_from_a_fence_but_never_oneself() -> None:
-    """{C0}, {C0, C1}, {C0, C1 fenced}, {C0, C1}: C0 arrives, then C1, nobody, C1 again."""
+def test_returns_from_a_fence_or_a_lapse_count_and_new_members_do_not() -> None:
+    """C1 joins (new: nothing), is fenced, comes back (counted); C2 lapses, comes back."""
     arrivals = Arrivals("me")
+    me, c0 = _report("me"), _report("C0")
+    known = ["me", "C0", "C1", "C2"]
     looks = [
-        {"me": _report("me"), "C0": _report("C0")},
-        {"me": _report("me"), "C0": _report("C0"), "C1": _report("C1")},
-        {"me": _report("me"), "C0": _report("C0"), "C1": _report("C1", fenced=True)},
-        {"C1": _report("C1"), "C0": _report("C0"), "me": _report("me")},
+        ({"me": me, "C0": c0}, ["me", "C0"]),
+        ({"me": me, "C0": c0, "C1": _report("C1"), "C2": _report("C2")}, known),
+        ({"me": me, "C0": c0, "C1": _report("C1", fenced=True)}, known),  # C2 lapsed
+        ({"C2": _report("C2"), "C1": _report("C1"), "C0": c0, "me": me}, known),
     ]
-    assert [arrivals.since_last(reports) for reports in looks] == [["C0"], ["C1"], [], ["C1"]]
+    assert [arrivals.returned(live, known) for live, known in looks] == [
+        [], [], [], ["C1", "C2"]
+    ]  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 
@@ -77,9 +78,10 @@ def fenced() -> list[bool]:
     return []
 
 
-@pytest.fixture
-def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
-    """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease."""
+def member_on_fakes(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool], **options: Any
+) -> StatusMember:
+    """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more)."""
     monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
     monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
     monkeypatch.setattr(_log, "StatusReader", FakeReader)
@@ -87,7 +89,15 @@ def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
         bootstrap_servers="127.0.0.1:9092", group_id="g",
         report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,
     )  # fmt: skip
-    return StatusMember(settings, "me", report, on_change=lambda: None, on_fenced=fenced.append)
+    return StatusMember(
+        settings, "me", report, on_change=lambda: None, on_fenced=fenced.append, **options
+    )
+
+
+@pytest.fixture
+def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
+    """A StatusMember on fakes (``member_on_fakes``)."""
+    return member_on_fakes(monkeypatch, fenced)
 
 
 def test_member_fences_itself_when_reports_fail_and_recovers(
@@ -118,17 +128,7 @@ def test_a_fenced_member_stays_fenced_until_its_commits_have_their_answers(
     The reports meanwhile still go out, marked fenced, so the others see it alive and out.
     """
     settled = threading.Event()
-    monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
-    monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
-    monkeypatch.setattr(_log, "StatusReader", FakeReader)
-    settings = ClientBalanceSettings(
-        bootstrap_servers="127.0.0.1:9092", group_id="g",
-        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,
-    )  # fmt: skip
-    member = StatusMember(
-        settings, "me", report, on_change=lambda: None, on_fenced=fenced.append,
-        commits_settled=settled.is_set,
-    )  # fmt: skip
+    member = member_on_fakes(monkeypatch, fenced, commits_settled=settled.is_set)
     member.join()
     writer = member._writer
     assert isinstance(writer, FakeWriter)

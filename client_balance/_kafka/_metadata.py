@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
     AdminClient,
     OffsetSpec,
@@ -18,7 +18,7 @@ from client_balance._kafka._errors import timed_out
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
-__all__ = ["PartitionLayout", "TopicIds", "Watermarks", "topic_layouts"]
+__all__ = ["PartitionLayout", "TopicIds", "Watermarks", "ask_watermarks", "topic_layouts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +99,55 @@ class Watermarks(_LazyAdmin):
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[int, int]]:
         """Partition -> (low, high) for each of ``partitions`` that answers."""
-        wanted = sorted(partitions)
-        if not wanted:
-            return {}
-        low: dict[TopicPartition, int] = {}
-        high: dict[TopicPartition, int] = {}
-        # confluent-kafka ships these constructors without annotations.
-        specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        for spec, into in zip(specs, (low, high), strict=True):
-            futures = self._admin.list_offsets(
-                {kafka_tp(tp): spec for tp in wanted}, request_timeout=self._timeout_s
-            )
-            for asked, future in futures.items():
-                try:
-                    offset = future.result(timeout=self._timeout_s).offset
-                except KafkaException:
-                    continue  # no leader now, say: that partition has no watermarks to show
-                except concurrent.futures.TimeoutError:
-                    raise timed_out("listing offsets", self._timeout_s) from None
-                into[TopicPartition(asked.topic, asked.partition)] = int(offset)
-        return {tp: (low[tp], high[tp]) for tp in sorted(low.keys() & high.keys())}
+        return ask_watermarks(self._admin, sorted(partitions), self._timeout_s)()
+
+
+def ask_watermarks(
+    admin: AdminClient,
+    partitions: Sequence[TopicPartition],
+    timeout_s: float,
+    *,
+    read_committed_only: bool = False,
+) -> Callable[[], dict[TopicPartition, tuple[int, int]]]:
+    """Send both ListOffsets (log start, log end) of ``partitions`` now; a call that waits.
+
+    The call returns partition -> (low, high) for each partition that answered: one with no
+    leader now, say, has no watermarks to give. ``read_committed_only``: the high watermark is
+    the last stable offset, as a ``read_committed`` consumer sees the log's end.
+    """
+    if not partitions:
+        return dict
+    level = (
+        IsolationLevel.READ_COMMITTED if read_committed_only else IsolationLevel.READ_UNCOMMITTED
+    )
+    # confluent-kafka ships these constructors without annotations.
+    specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    asked = [
+        admin.list_offsets(
+            {kafka_tp(tp): spec for tp in partitions},
+            isolation_level=level,
+            request_timeout=timeout_s,
+        )
+        for spec in specs
+    ]
+
+    def answers() -> dict[TopicPartition, tuple[int, int]]:
+        low, high = (_offsets_answered(futures, timeout_s) for futures in asked)
+        return {tp: (low[tp], high[tp]) for tp in partitions if tp in low and tp in high}
+
+    return answers
+
+
+def _offsets_answered(
+    futures: Mapping[Any, concurrent.futures.Future[Any]], timeout_s: float
+) -> dict[TopicPartition, int]:
+    answered = {}
+    for asked, future in futures.items():
+        try:
+            offset = future.result(timeout=timeout_s).offset
+        except KafkaException:
+            continue
+        except concurrent.futures.TimeoutError:
+            raise timed_out("listing offsets", timeout_s) from None
+        answered[TopicPartition(asked.topic, asked.partition)] = int(offset)
+    return answered

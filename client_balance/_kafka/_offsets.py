@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
+from client_balance._kafka._metadata import ask_watermarks
 from client_balance._kafka._retry import call_until_transient_passes
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
@@ -204,29 +206,65 @@ def offsets_for_timestamps(
 
 
 def read_starts(
-    consumer: Consumer, wanted: Iterable[TopicPartition], timeout_s: float
+    consumer: Consumer,
+    wanted: Iterable[TopicPartition],
+    timeout_s: float,
+    *,
+    through: AdminClient | None = None,
+    read_committed_only: bool = True,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
     """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold.
 
     The watermarks come in two ListOffsets requests for all partitions (Kafka's "timestamps"
     -2 and -1 ask for the earliest and the latest offset), where ``get_watermark_offsets``
     would send two per partition, one after the other: registering is on the way to the first
-    message. Both ask with the client's isolation level. The two and the OffsetFetch go out
-    at once, from threads of their own: the client answers each call on its own, and the
-    three round trips would otherwise follow each other.
-    """
-    doing = "reading offsets to start from"
-    partitions = list(wanted)
+    message. Both ask with the consumer's isolation level (``read_committed_only``). The two and
+    the OffsetFetch go out at once: the three round trips would otherwise follow each other.
 
+    ``through``: the watermarks are asked through this admin client instead. A broker answers
+    the requests of one connection in turn, so a ListOffsets on the connection of a consumer
+    that fetches waits behind its fetch, which the broker holds up to ``fetch.wait.max.ms``
+    when there is nothing new: each of the two waited 100 ms while a member held partitions
+    led by the same broker (docs/design-decisions.md). The committed offsets go to the group
+    coordinator's own connection either way.
+    """
+    partitions = list(wanted)
+    if through is None:
+        ranges, committed = _starts_from_consumer(consumer, partitions, timeout_s)
+    else:
+        try:
+            answers = ask_watermarks(
+                through, partitions, timeout_s, read_committed_only=read_committed_only
+            )
+        except KafkaException:
+            answers = dict  # each partition is asked on its own below
+        committed = read_committed(consumer, partitions, timeout_s)
+        ranges = answers()
+    for tp in partitions:
+        if tp in ranges:
+            continue
+        # A partition the client's metadata does not know yet (added since it last looked):
+        # the per-partition query looks its leader up first.
+        try:
+            ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
+        except KafkaException as error:
+            raise from_kafka_exception(error, "reading offsets to start from") from error
+    return ranges, committed
+
+
+def _starts_from_consumer(
+    consumer: Consumer, partitions: list[TopicPartition], timeout_s: float
+) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
     def edge(spec: int) -> list[KafkaTopicPartition]:
         try:
             answer: list[KafkaTopicPartition] = consumer.offsets_for_times(
                 [kafka_tp(tp, spec) for tp in partitions], timeout=timeout_s
             )
         except KafkaException:
-            return []  # each partition is asked on its own below
+            return []  # each partition is asked on its own (read_starts)
         return answer
 
+    # From threads of their own: the client answers each call on its own.
     with concurrent.futures.ThreadPoolExecutor(
         2, thread_name_prefix="client-balance-starts"
     ) as pool:
@@ -240,13 +278,6 @@ def read_starts(
         at = tp.topic, tp.partition
         if at in low and at in high:
             ranges[tp] = (low[at], high[at])
-            continue
-        # A partition the client's metadata does not know yet (added since it last looked):
-        # the per-partition query looks its leader up first.
-        try:
-            ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
-        except KafkaException as error:
-            raise from_kafka_exception(error, doing) from error
     return ranges, committed
 
 

@@ -90,9 +90,10 @@ class Fetcher:
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
             held=self._states, may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - set later
         )  # fmt: skip
-        self._starter = Starter(
+        self.starter = Starter(  # its ``admin`` is set once ``launch`` has made one
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
             commits=self.commits, timeout_s=self._timeout_s,
+            isolation=settings.consumer_config().get("isolation.level"),
         )  # fmt: skip
         self._last_caller_fetch_s = 0.0
         self.on_fatal: Callable[[], None] = lambda: None
@@ -138,7 +139,7 @@ class Fetcher:
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:
             return {}
-        return self._gate.call(lambda: self._starter.hold(wanted, choose_start))
+        return self._gate.call(lambda: self.starter.hold(wanted, choose_start))
 
     def fetch_ahead(
         self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser
@@ -147,7 +148,7 @@ class Fetcher:
         with self._lock:
             wanted = {tp: f for tp, f in requests.items() if tp not in self._held}
         if wanted:
-            self._gate.call(lambda: self._starter.ahead(wanted, choose_start))
+            self._gate.call(lambda: self.starter.ahead(wanted, choose_start))
 
     @contextlib.contextmanager
     def dropping_ahead(self) -> Iterator[None]:
@@ -155,11 +156,11 @@ class Fetcher:
         try:
             yield
         finally:
-            self._starter.drop_read_ahead()
+            self.starter.drop_read_ahead()
             with self._lock:
                 ahead = [s for s in self._held.values() if s.fetched_ahead is not None]
             if ahead:
-                self._gate.call(lambda: self._starter.forget(ahead))
+                self._gate.call(lambda: self.starter.forget(ahead))
 
     def announce(self, partitions: Iterable[TopicPartition]) -> None:
         """Let batches of partitions just held go out (``hold`` keeps them back until then)."""

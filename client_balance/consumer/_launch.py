@@ -165,6 +165,7 @@ def launch(
             settings.bootstrap_servers,
             {"enable.sparse.connections": False, **settings.admin_config()},
         )
+        fetcher.starter.admin = admin  # its queries wait behind no fetch (read_starts)
         meta = MetaCache.of(settings, setup.topics, fetcher.metadata, admin)
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written

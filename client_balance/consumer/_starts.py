@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from client_balance._kafka import Consumer, kafka_tp, read_committed, read_starts
+from client_balance._kafka import AdminClient, Consumer, kafka_tp, read_committed, read_starts
 from client_balance._logging import get_logger
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._commits import Committer
@@ -105,6 +105,7 @@ class Starter:
         shelf: Shelf,
         commits: Committer,
         timeout_s: float,
+        isolation: object = None,
     ) -> None:
         self._consumer = consumer
         self._held = held
@@ -114,6 +115,10 @@ class Starter:
         self._timeout_s = timeout_s
         self._read_ahead: dict[TopicPartition, HeldPartition] = {}
         """Partitions read ahead of their claim but not assigned yet (module docstring)."""
+        self.admin: AdminClient | None = None
+        """Asks the watermarks while the client fetches anything (``read_starts``)."""
+        self._read_committed_only = isolation != "read_uncommitted"
+        """The client's ``isolation.level``: the log's end is asked as it reads it."""
 
     def ahead(self, wanted: Requests, choose_start: StartChooser) -> None:
         """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it.
@@ -161,7 +166,12 @@ class Starter:
         """A state for each partition of ``wanted`` where Kafka says it starts, and commit it."""
         if not wanted:
             return []
-        ranges, committed = read_starts(self._consumer, wanted, wait_s)
+        with self._lock:  # a fetch may be waiting at its broker: see read_starts
+            through = self.admin if self._held else None
+        ranges, committed = read_starts(
+            self._consumer, wanted, wait_s, through=through,
+            read_committed_only=self._read_committed_only,
+        )  # fmt: skip
         read = []
         for partition, filters in wanted.items():
             low, high = ranges[partition]

@@ -168,7 +168,7 @@ def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
         _fetch, "fetch_client", lambda settings, on_error, statistics=None: _FakeClient(backlog)
     )
     monkeypatch.setattr(
-        _starts, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 31)}, {})
+        _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 31)}, {})
     )
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9", group_id="g", max_buffered_bytes=64 * KIB,
@@ -249,7 +249,7 @@ def test_the_fetch_thread_stays_out_while_a_caller_takes_batches(
 
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client([]))
     monkeypatch.setattr(
-        _starts, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 20_000)}, {})
+        _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 20_000)}, {})
     )
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=100
@@ -301,7 +301,7 @@ def test_a_caller_takes_what_is_queued_without_waiting_for_a_full_batch(
 
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client(_messages(0, range(5), 10)))
     monkeypatch.setattr(
-        _starts, "read_starts", lambda consumer, wanted, timeout: ({T0: (0, 5)}, {})
+        _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 5)}, {})
     )
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=100

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import Message
@@ -230,3 +232,38 @@ def test_only_the_fetch_thread_fetches_ahead_and_only_until_a_batch_waits() -> N
     assert not shelf.may_fetch()
     held[T0].announced = True
     assert shelf.may_fetch(for_caller=True)
+
+
+class _Admin:
+    """An AdminClient whose ListOffsets answers the same log as ``_Client``."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def list_offsets(self, specs: dict[Any, Any], **options: Any) -> dict[Any, Any]:
+        """Each partition's log start or end, as a future already answered."""
+        self.asked.append(sorted(tp.partition for tp in specs))
+        answers = {}
+        for tp, spec in specs.items():
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            future.set_result(
+                SimpleNamespace(offset=LOW if "Earliest" in type(spec).__name__ else HIGH)
+            )
+            answers[tp] = future
+        return answers
+
+
+def test_starts_are_asked_through_the_admin_client_once_the_consumer_fetches() -> None:
+    """The first hold asks the consumer; a hold while it fetches asks the admin client.
+
+    A broker answers a connection's requests in turn: on the consumer's own connection the
+    watermarks would wait behind its fetch (tests/integration/test_register_while_fetching.py).
+    """
+    starter, client, held = _starter()
+    admin = _Admin()
+    starter.admin = admin  # type: ignore[assignment]  # a fake admin client
+    assert starter.hold({T0: None}, _rules(T0)) == {T0: LOW}
+    assert (client.watermark_queries, admin.asked) == (2, [])
+    assert starter.hold({T1: None}, _rules(T1)) == {T1: LOW}
+    assert (client.watermark_queries, admin.asked) == (2, [[1], [1]])
+    assert held[T1].high == HIGH

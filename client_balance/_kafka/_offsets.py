@@ -243,8 +243,9 @@ def read_starts(
     for tp in partitions:
         if tp in ranges:
             continue
-        # A partition the client's metadata does not know yet (added since it last looked):
-        # the per-partition query looks its leader up first.
+        # A partition the consumer's metadata does not know yet (added since it last looked),
+        # or one the admin client got no answer for (no leader at that moment): the
+        # per-partition query looks its leader up first, and may wait behind a fetch.
         try:
             ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
         except KafkaException as error:

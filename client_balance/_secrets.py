@@ -11,19 +11,63 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import SecretStr
-
 __all__ = [
     "CALLBACK_KEYS",
     "MASK",
     "MaskedConfig",
+    "SecretStr",
     "is_secret_key",
+    "is_secret_value",
     "masked",
     "reveal",
 ]
 
 MASK = "**********"
-"""What a secret shows as (pydantic's ``SecretStr`` shows the same)."""
+"""What a secret shows as."""
+
+
+class SecretStr:
+    """A text that never shows: ``repr``, ``str`` and JSON give :data:`MASK`.
+
+    ``get_secret_value()`` is the one way to the text, as with pydantic's ``SecretStr`` (whose
+    instances the settings take too: anything with a ``get_secret_value()`` is a secret).
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        """The text itself: for librdkafka, the HMAC key, the Schema Registry."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"SecretStr('{MASK}')"
+
+    def __str__(self) -> str:
+        return MASK
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretStr) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+    def __getstate__(self) -> str:
+        return self._value
+
+    def __setstate__(self, state: str) -> None:
+        self._value = state
+
+
+def is_secret_value(value: object) -> bool:
+    """Whether ``value`` holds a secret: ours, pydantic's, anything with ``get_secret_value``."""
+    return callable(getattr(value, "get_secret_value", None)) and not isinstance(value, type)
+
 
 _SECRET_KEYS = frozenset(
     {
@@ -51,14 +95,14 @@ def is_secret_key(key: str) -> bool:
 
 def reveal(value: Any) -> Any:
     """The value librdkafka needs: a ``SecretStr``'s text, anything else as it is."""
-    return value.get_secret_value() if isinstance(value, SecretStr) else value
+    return value.get_secret_value() if is_secret_value(value) else value
 
 
 def masked(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` for display: secrets as :data:`MASK`, callables by name."""
     shown: dict[str, Any] = {}
     for key, value in sorted(config.items()):
-        if is_secret_key(key) or isinstance(value, SecretStr):
+        if is_secret_key(key) or is_secret_value(value):
             shown[key] = MASK
         elif callable(value):
             shown[key] = f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"

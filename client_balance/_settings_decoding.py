@@ -6,10 +6,8 @@ and the model stays readable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
-
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings
 
 from client_balance._deserializers import (
     Deserializer,
@@ -17,79 +15,84 @@ from client_balance._deserializers import (
     check_deserializer,
     check_registry_url,
 )
+from client_balance._secrets import SecretStr, is_secret_value
+from client_balance._settings_model import SettingsModel, optional, setting, text
 from client_balance.errors import ConfigError
 
-__all__ = ["DecodingSettings", "check_avro_source"]
+__all__ = ["AvroSchema", "DecodingSettings", "check_avro_source", "secret"]
 
 AvroSchema = dict[str, Any] | list[Any] | str
 """An Avro schema: a dict (a record), a list (a union) or its JSON text."""
 
 
-class DecodingSettings(BaseSettings):
+def secret(value: Any) -> Any:
+    """A secret text: kept as a ``SecretStr`` (one given, ours or pydantic's, as it is)."""
+    return value if is_secret_value(value) else SecretStr(text(value))
+
+
+def _deserializer(field: str) -> Any:
+    return lambda value: check_deserializer(field, value)
+
+
+def _avro_schema(field: str) -> Any:
+    def schema(value: Any) -> AvroSchema:
+        if isinstance(value, tuple | set | frozenset):
+            value = list(value)
+        if not isinstance(value, dict | list | str):
+            raise ValueError(f"give a dict, a list or JSON text, not a {type(value).__name__}")
+        return check_avro_schema(field, value)
+
+    return optional(schema)
+
+
+class DecodingSettings(SettingsModel):
     """How the keys and values of the messages handed out are decoded."""
 
-    key_deserializer: Deserializer = Field(
+    key_deserializer: Deserializer = setting(
+        _deserializer("key_deserializer"),
         default="bytes",
         description="'bytes' (no decoding), 'str', 'json', 'avro', or a callable "
         "(bytes | None) -> object; start(key_deserializer=...) overrides it.",
     )
-    value_deserializer: Deserializer = Field(
+    value_deserializer: Deserializer = setting(
+        _deserializer("value_deserializer"),
         default="bytes",
         description="As key_deserializer, for the values.",
     )
-    key_avro_schema: AvroSchema | None = Field(
+    key_avro_schema: AvroSchema | None = setting(
+        _avro_schema("key_avro_schema"),
         default=None,
+        env="json or text",
         description="The writer's schema of schemaless Avro keys (the reader's schema with a "
         "Schema Registry).",
     )
-    value_avro_schema: AvroSchema | None = Field(
-        default=None, description="As key_avro_schema, for the values."
-    )
-    schema_registry_url: str | None = Field(
+    value_avro_schema: AvroSchema | None = setting(
+        _avro_schema("value_avro_schema"),
         default=None,
+        env="json or text",
+        description="As key_avro_schema, for the values.",
+    )
+    schema_registry_url: str | None = setting(
+        optional(lambda value: check_registry_url(text(value))),
+        default=None,
+        secret=True,  # refused for holding credentials: never echoed
         description="A Confluent Schema Registry: 'avro' then reads its framed records "
         "(confluent-kafka's AvroDeserializer). No credentials in the URL.",
     )
-    schema_registry_basic_auth: SecretStr | None = Field(
+    schema_registry_basic_auth: SecretStr | None = setting(
+        optional(secret),
         default=None,
-        repr=False,
+        shown=False,
+        secret=True,
         description="'user:password' for the Schema Registry (basic.auth.user.info).",
     )
 
-    @field_validator("key_deserializer", "value_deserializer", mode="before")
-    @classmethod
-    def _check_deserializer(cls, value: object, info: Any) -> Deserializer:
-        try:
-            return check_deserializer(info.field_name, value)
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-
-    @field_validator("key_avro_schema", "value_avro_schema")
-    @classmethod
-    def _check_avro_schema(cls, value: AvroSchema | None, info: Any) -> AvroSchema | None:
-        if value is None:
-            return None
-        try:
-            return check_avro_schema(info.field_name, value)
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-
-    @field_validator("schema_registry_url")
-    @classmethod
-    def _check_registry_url(cls, value: str | None) -> str | None:
-        try:
-            return None if value is None else check_registry_url(value)
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-
-    @model_validator(mode="after")
-    def _check_avro_sources(self) -> DecodingSettings:
+    def _check_across_fields(self) -> Iterable[ValueError | ConfigError]:
         for field in ("key", "value"):
             try:
                 check_avro_source(self, field, getattr(self, f"{field}_deserializer"))
             except ConfigError as error:
-                raise ValueError(str(error)) from None
-        return self
+                yield error
 
 
 def check_avro_source(settings: DecodingSettings, field: str, deserializer: object) -> None:

@@ -1,12 +1,10 @@
-"""The version, from the package's metadata: pyproject.toml is its one home."""
+"""The version: its one home, which pyproject.toml reads (``dynamic = ["version"]``).
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
+A literal, not ``importlib.metadata.version()``: that import brings ``email``, ``zipfile`` and
+``csv`` with it, some 3,000 objects that every full garbage collection of the user's process
+would walk (docs/design-decisions.md, "The settings are checked without pydantic").
+"""
 
 __all__ = ["__version__"]
 
-try:
-    __version__ = version("client-balance")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+__version__ = "0.1.0"

@@ -8,23 +8,23 @@ Values come from keyword arguments, else from ``CLIENT_BALANCE_*`` environment v
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import (
-    Field,
-    SecretStr,
-    ValidationError,
-    field_serializer,
-    field_validator,
-    model_validator,
+from client_balance._secrets import CALLBACK_KEYS, SecretStr, reveal
+from client_balance._settings_checks import check_buffered_bytes, kafka_values
+from client_balance._settings_decoding import DecodingSettings, secret
+from client_balance._settings_model import (
+    REQUIRED,
+    choice,
+    flag,
+    integer,
+    number,
+    optional,
+    setting,
+    text,
 )
-from pydantic_settings import SettingsConfigDict, SettingsError
-
-from client_balance._secrets import CALLBACK_KEYS, masked, reveal
-from client_balance._settings_checks import BufferedBytes, describe, kafka_values
-from client_balance._settings_decoding import DecodingSettings
 from client_balance.errors import ConfigError
 from client_balance.keys import PartitionKey, check_bootstrap_offset, check_topic_name
 from client_balance.strategies import get_strategy
@@ -73,7 +73,80 @@ _DAY_S = 86_400.0
 _MAX_LEASE_S = 600.0
 _MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts stop at 300,000 ms
 _MIB = 1024 * 1024
-_ENV_FIELD = re.compile(r'field "([a-z_]+)"')
+
+
+def _servers(value: Any) -> str:
+    servers = [part.strip() for part in text(value).split(",")]
+    for server in servers:
+        match = _HOST_PORT.fullmatch(server)
+        if match is None or not 0 < int(match.group(2)) < 65536:  # noqa: PLR2004
+            raise ValueError(
+                f"{server!r} is not host:port; give a comma-separated list such as "
+                "'127.0.0.1:9092,broker2:9092'"
+            )
+    return ",".join(servers)
+
+
+def _group_id(value: Any) -> str:
+    group = text(value)
+    if not group.strip():
+        raise ValueError("group_id must not be blank")
+    if len(group) > _KAFKA_MAX_GROUP_ID_LENGTH:
+        raise ValueError(f"group_id is {len(group)} characters; at most 255 are allowed")
+    return group
+
+
+def _kafka(value: Any) -> dict[str, KafkaSetting]:
+    checked = kafka_values(value)
+    for key, item in checked.items():
+        if key in _OWNED_KAFKA_KEYS:
+            raise ValueError(f"{key} is managed by client-balance: {_OWNED_KAFKA_KEYS[key]}")
+        if key == "enable.auto.commit" and item not in _FALSE_VALUES:
+            raise ValueError(
+                f"enable.auto.commit={item!r} is not allowed: it would commit messages that "
+                "were never confirmed; only false is accepted (commits follow confirm())"
+            )
+        if key == "group.protocol" and item != "classic":
+            raise ValueError(
+                f"group.protocol={item!r} is not allowed: the SDK never joins a group, and "
+                "only 'classic' commits without joining"
+            )
+    # Unknown keys and mistyped values fail here, not at start(): librdkafka checks them.
+    from client_balance._kafka._config_check import librdkafka_refuses  # noqa: PLC0415 - _kafka imports settings
+
+    problem = librdkafka_refuses(
+        {k: reveal(v) for k, v in checked.items() if k not in CALLBACK_KEYS}
+    )
+    if problem is not None:
+        raise ValueError(problem)
+    return checked  # type: ignore[return-value]  # kafka_values allowed only these
+
+
+def _strategy(value: Any) -> str:
+    return get_strategy(text(value)).name
+
+
+def _pinned(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise ValueError(f"give a dict of partition key -> offset, not a {type(value).__name__}")
+    normalized: dict[str, int] = {}
+    for key, offset in value.items():
+        identity = str(PartitionKey.parse(text(key)).topic_partition)
+        if identity in normalized:
+            raise ValueError(f"partition {identity} is pinned twice (as {key!r})")
+        normalized[identity] = check_bootstrap_offset(integer(offset))
+    return normalized
+
+
+def _topic(value: Any) -> str:
+    return check_topic_name(text(value))
+
+
+def _mode(value: Any) -> GroupMode:
+    try:
+        return GroupMode(value)
+    except ValueError:
+        raise ValueError("give 'node', 'manual' or 'elastic'") from None
 
 
 class ClientBalanceSettings(DecodingSettings):
@@ -84,270 +157,204 @@ class ClientBalanceSettings(DecodingSettings):
     ('latest', 'modulo', 10.0)
     """
 
-    model_config = SettingsConfigDict(
-        env_prefix="CLIENT_BALANCE_",
-        extra="forbid",
-        frozen=True,
-        validate_default=True,
-        allow_inf_nan=False,  # an infinite interval killed the reconcile thread after one round
-    )
-
-    bootstrap_servers: str = Field(
+    bootstrap_servers: str = setting(
+        _servers,
+        default=REQUIRED,  # or from the environment: an error only when neither gives it
         description="Comma-separated host:port list of Kafka brokers (env "
-        "CLIENT_BALANCE_BOOTSTRAP_SERVERS)."
+        "CLIENT_BALANCE_BOOTSTRAP_SERVERS).",
     )
-    group_id: str = Field(
+    group_id: str = setting(
+        _group_id,
+        default=REQUIRED,
         description="Kafka group id whose committed offsets this group uses. Never use it with "
-        "subscribe() consumers: Kafka then rejects the SDK's commits."
+        "subscribe() consumers: Kafka then rejects the SDK's commits.",
     )
-    kafka: dict[str, KafkaSetting] = Field(
+    kafka: dict[str, KafkaSetting] = setting(
+        _kafka,
+        env="json",
         default_factory=dict,
         description="librdkafka properties passed through verbatim (security, fetch tuning); "
         "secrets (sasl.password, ssl.key.password, any ...password/...secret) are held as "
         "SecretStr and shown as '**********'; oauth_cb, stats_cb, error_cb and throttle_cb take "
         "callables, from code only.",
     )
-    start_position: Literal["earliest", "latest"] = Field(
+    start_position: Literal["earliest", "latest"] = setting(
+        choice("earliest", "latest"),
         default="latest",
         description="Where a partition with no committed offset starts (TubeMQ's default is "
         "latest).",
     )
-    strategy: str = Field(
+    strategy: str = setting(
+        _strategy,
         default="modulo",
         description="The assignment strategy: a built-in or registered name, an entry point of "
         "the group client_balance.strategies, or a 'module:attr' reference to a rule.",
     )
-    pinned: dict[str, int] = Field(
+    pinned: dict[str, int] = setting(
+        _pinned,
+        env="json",
         default_factory=dict,
         description="Partitions always held by this member: key -> bootstrap offset (-1 resumes).",
     )
-    reconcile_interval_s: float = Field(
-        default=10.0, gt=0, le=_DAY_S, description="Reconcile period."
+    reconcile_interval_s: float = setting(
+        number, default=10.0, gt=0, le=_DAY_S, description="Reconcile period."
     )
-    report_interval_s: float = Field(
-        default=10.0, gt=0, le=_MAX_LEASE_S, description="Status report period."
+    report_interval_s: float = setting(
+        number, default=10.0, gt=0, le=_MAX_LEASE_S, description="Status report period."
     )
-    lease_timeout_s: float = Field(
+    lease_timeout_s: float = setting(
+        number,
         default=30.0,
         gt=0,
         le=_MAX_LEASE_S,
         description="Silence after which a member is dead and its claims lapse (at most 600 s: "
         "status readers refuse longer leases, which would lock partitions after a crash).",
     )
-    commit: Literal["sync", "interval"] = Field(
+    commit: Literal["sync", "interval"] = setting(
+        choice("sync", "interval"),
         default="interval",
         description="'sync' commits at every confirm; 'interval' every commit_interval_s (and "
         "always on disconnect and shutdown).",
     )
-    commit_interval_s: float = Field(
-        default=5.0, gt=0, le=_DAY_S, description="Commit flush period."
+    commit_interval_s: float = setting(
+        number, default=5.0, gt=0, le=_DAY_S, description="Commit flush period."
     )
-    batch_max_messages: int = Field(
-        default=1000, ge=1, le=1_000_000, description="Most messages in one get_message batch."
+    batch_max_messages: int = setting(
+        integer,
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Most messages in one get_message batch.",
     )
-    max_buffered_bytes: BufferedBytes = Field(
-        default=64 * _MIB, description="Most value bytes buffered ahead of get_message()."
+    max_buffered_bytes: int = setting(
+        integer,
+        check=check_buffered_bytes,
+        default=64 * _MIB,
+        description="Most value bytes buffered ahead of get_message().",
     )
-    request_timeout_s: float = Field(
+    request_timeout_s: float = setting(
+        number,
         default=10.0,
         gt=0,
         le=_MAX_REQUEST_S,
         description="Bound on every blocking Kafka call (at most 300 s, librdkafka's limit).",
     )
-    status_topic: str = Field(
+    status_topic: str = setting(
+        _topic,
         default="__client_balance_status",
         description="Compacted topic holding member reports and ownership claims.",
     )
-    mode: GroupMode | None = Field(
+    mode: GroupMode | None = setting(
+        optional(_mode),
         default=None,
         description="Group mode (node, manual, elastic); None = node when source_count > 0, "
         "else manual. start(..., mode=...) overrides it.",
     )
-    max_redeliveries: int | None = Field(
+    max_redeliveries: int | None = setting(
+        optional(integer),
         default=None,
         ge=0,
         description="Rollbacks of the same batch allowed before redelivery_policy applies "
         "(None: redeliver forever).",
     )
-    redelivery_policy: Literal["raise", "skip", "dead-letter"] = Field(
+    redelivery_policy: Literal["raise", "skip", "dead-letter"] = setting(
+        choice("raise", "skip", "dead-letter"),
         default="raise",
         description="Past max_redeliveries: raise RedeliveryLimitError from confirm, skip the "
         "batch (logged), or produce it to dead_letter_topic and go on.",
     )
-    dead_letter_topic: str | None = Field(
-        default=None, description="Where redelivery_policy='dead-letter' sends batches."
+    dead_letter_topic: str | None = setting(
+        optional(_topic),
+        default=None,
+        description="Where redelivery_policy='dead-letter' sends batches.",
     )
-    reap_after_s: float = Field(
+    reap_after_s: float = setting(
+        number,
         default=3600.0,
         gt=0,
         le=30 * _DAY_S,
         description="Members dead this long past their lease have their status records "
         "tombstoned by the group's earliest live member.",
     )
-    refused_connect_wait_s: float = Field(
+    refused_connect_wait_s: float = setting(
+        number,
         default=5.0,
         ge=0,
         le=_DAY_S,
         description="connect() of a partition refused with 410 less than this long ago raises "
         "TooFrequentError (421), as TubeMQ does (5 s); 0 turns it off.",
     )
-    status_topic_partitions: int = Field(
+    status_topic_partitions: int = setting(
+        integer,
         default=1,
         ge=1,
         le=10_000,
         description="Partitions the status topic spreads groups over (crc32(group) % n); the "
         "same for every member. Adding partitions to the topic moves no group.",
     )
-    status_topic_single_replica_ok: bool = Field(
+    status_topic_single_replica_ok: bool = setting(
+        flag,
         default=False,
         description="Accept a status topic with one replica on a multi-broker cluster (one "
         "broker's loss then fences every group).",
     )
-    filter_header: str = Field(
+    filter_header: str = setting(
+        text,
         default="type",
         min_length=1,
         description="Message header compared against a topic's filter set.",
     )
-    status_secret: SecretStr | None = Field(
+    status_secret: SecretStr | None = setting(
+        optional(secret),
+        secret=True,
         default=None,
-        repr=False,
+        shown=False,
         description="Shared by a group's members: every status record is signed with it (HMAC) "
         "and records without a valid signature are ignored, so a client without it can neither "
         "forge claims nor delete holdings. None: records are not signed.",
     )
 
-    statistics_interval_ms: int = Field(
-        default=0, ge=0, le=86_400_000, description="librdkafka statistics period; 0 = off."
+    statistics_interval_ms: int = setting(
+        integer,
+        default=0,
+        ge=0,
+        le=86_400_000,
+        description="librdkafka statistics period; 0 = off.",
     )
-    metrics_port: int | None = Field(
-        default=None, ge=1, le=65_535, description="HTTP port of the metrics; None = none."
+    metrics_port: int | None = setting(
+        optional(integer),
+        default=None,
+        ge=1,
+        le=65_535,
+        description="HTTP port of the metrics; None = none.",
     )
-    metrics_host: str = Field(default="127.0.0.1", min_length=1, description="Its address.")
+    metrics_host: str = setting(text, default="127.0.0.1", min_length=1, description="Its address.")
 
     def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as error:
-            raise ConfigError(describe(error)) from None
-        except SettingsError as error:  # an environment variable that is not the JSON it needs
-            found = _ENV_FIELD.search(str(error))
-            env = (
-                f"CLIENT_BALANCE_{found.group(1).upper()}"
-                if found
-                else "a CLIENT_BALANCE_ variable"
-            )
-            raise ConfigError(
-                f"{env} is not valid: dict and list settings are read from the environment as "
-                'JSON, such as {"security.protocol": "SASL_SSL"}'
-            ) from None
+        # Any value, as the type checker sees it: a wrong one is a ConfigError saying why, and
+        # the environment may give what the call leaves out.
+        super().__init__(**values)
 
-    @field_validator("bootstrap_servers")
-    @classmethod
-    def _check_bootstrap_servers(cls, value: str) -> str:
-        servers = [part.strip() for part in value.split(",")]
-        for server in servers:
-            match = _HOST_PORT.fullmatch(server)
-            if match is None or not 0 < int(match.group(2)) < 65536:  # noqa: PLR2004
-                raise ValueError(
-                    f"{server!r} is not host:port; give a comma-separated list such as "
-                    "'127.0.0.1:9092,broker2:9092'"
-                )
-        return ",".join(servers)
-
-    @field_validator("group_id")
-    @classmethod
-    def _check_group_id(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("group_id must not be blank")
-        if len(value) > _KAFKA_MAX_GROUP_ID_LENGTH:
-            raise ValueError(f"group_id is {len(value)} characters; at most 255 are allowed")
-        return value
-
-    @field_validator("kafka", mode="before")
-    @classmethod
-    def _check_kafka_value_types(cls, value: object) -> object:
-        return kafka_values(value) if isinstance(value, dict) else value
-
-    @field_validator("kafka")
-    @classmethod
-    def _check_kafka(cls, value: dict[str, KafkaSetting]) -> dict[str, KafkaSetting]:
-        for key, item in value.items():
-            if key in _OWNED_KAFKA_KEYS:
-                raise ValueError(f"{key} is managed by client-balance: {_OWNED_KAFKA_KEYS[key]}")
-            if key == "enable.auto.commit" and item not in _FALSE_VALUES:
-                raise ValueError(
-                    f"enable.auto.commit={item!r} is not allowed: it would commit messages that "
-                    "were never confirmed; only false is accepted (commits follow confirm())"
-                )
-            if key == "group.protocol" and item != "classic":
-                raise ValueError(
-                    f"group.protocol={item!r} is not allowed: the SDK never joins a group, and "
-                    "only 'classic' commits without joining"
-                )
-        # Unknown keys and mistyped values fail here, not at start(): librdkafka checks them.
-        from client_balance._kafka._config_check import librdkafka_refuses  # noqa: PLC0415 - _kafka imports settings
-
-        problem = librdkafka_refuses(
-            {k: reveal(v) for k, v in value.items() if k not in CALLBACK_KEYS}
-        )
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
-    @field_serializer("kafka", when_used="json")
-    def _kafka_as_json(self, value: dict[str, KafkaSetting]) -> dict[str, Any]:
-        return masked(value)
-
-    @field_validator("strategy")
-    @classmethod
-    def _check_strategy(cls, value: str) -> str:
-        try:
-            return get_strategy(value).name
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-
-    @field_validator("pinned")
-    @classmethod
-    def _check_pinned(cls, value: dict[str, int]) -> dict[str, int]:
-        normalized: dict[str, int] = {}
-        for key, offset in value.items():
-            identity = str(PartitionKey.parse(key).topic_partition)
-            if identity in normalized:
-                raise ValueError(f"partition {identity} is pinned twice (as {key!r})")
-            normalized[identity] = check_bootstrap_offset(offset)
-        return normalized
-
-    @field_validator("status_topic")
-    @classmethod
-    def _check_status_topic(cls, value: str) -> str:
-        return check_topic_name(value)
-
-    @field_validator("dead_letter_topic")
-    @classmethod
-    def _check_dead_letter_topic(cls, value: str | None) -> str | None:
-        return None if value is None else check_topic_name(value)
-
-    @model_validator(mode="after")
-    def _check_lease(self) -> ClientBalanceSettings:
+    def _check_across_fields(self) -> Iterable[ValueError | ConfigError]:
+        yield from super()._check_across_fields()
         if self.lease_timeout_s <= self.report_interval_s:
-            raise ValueError(
+            yield ValueError(
                 f"lease_timeout_s={self.lease_timeout_s} must be greater than "
                 f"report_interval_s={self.report_interval_s}, or live members would lapse between "
                 "two reports (use at least twice the report interval)"
             )
         if self.redelivery_policy == "dead-letter" and self.dead_letter_topic is None:
-            raise ValueError(
+            yield ValueError(
                 "redelivery_policy='dead-letter' needs dead_letter_topic: name the topic the "
                 "batches go to"
             )
         if self.request_timeout_s * 2 > self.lease_timeout_s:
-            raise ValueError(
+            yield ValueError(
                 f"request_timeout_s={self.request_timeout_s} must be at most half of "
                 f"lease_timeout_s={self.lease_timeout_s}: a status report that takes that long "
                 "to write leaves too little of the lease to notice a lapse; lower "
                 "request_timeout_s or raise lease_timeout_s"
             )
-        return self
 
     def consumer_config(self) -> dict[str, Any]:
         """The librdkafka configuration of an assign-only consumer with these settings."""

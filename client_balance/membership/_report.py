@@ -1,19 +1,21 @@
 """What a member says about itself (:class:`MemberReport`) and the checks of every record read.
 
 Anyone who can write the status topic can write anything to it, so nothing read from it is
-trusted until it validates: a report is parsed by a strict pydantic model (no coercion, bounds
-on the lease and offsets, ``topic:partition`` keys that parse), and a claim's value must be a
-JSON object. A record that fails is skipped by :class:`~client_balance.membership.GroupState`,
-never raised: one bad record must not stop every member's reader.
+trusted until it validates: a report is parsed strictly (JSON's types as written, nothing
+coerced; bounds on the lease and offsets; ``topic:partition`` keys that parse), and a claim's
+value must be a JSON object. A record that fails is skipped by
+:class:`~client_balance.membership.GroupState`, never raised: one bad record must not stop every
+member's reader.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Any
 
 from client_balance.keys import TopicPartition
 
@@ -29,10 +31,8 @@ MAX_LEASE_S = 600.0
 would otherwise hold its partitions for good), and a member with a longer one refuses to start."""
 
 _TOPIC = r"[A-Za-z0-9._-]{1,249}"  # what Kafka accepts as a topic name
-_PARTITION_KEY = rf"^{_TOPIC}:(0|[1-9][0-9]{{0,9}})$"  # "topic:partition", as _identity parses it
-
-Topic = Annotated[str, Field(pattern=rf"^{_TOPIC}$")]
-PartitionKey = Annotated[str, Field(pattern=_PARTITION_KEY)]
+_TOPIC_NAME = re.compile(_TOPIC)
+_PARTITION_KEY = re.compile(rf"{_TOPIC}:(0|[1-9][0-9]{{0,9}})")  # as _identity parses it
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,9 @@ class MemberReport:
     def decode(cls, raw: bytes) -> MemberReport:
         """Parse and validate a record value (ValueError, with the reason, if it is no report)."""
         try:
-            record = _ReportRecord.model_validate_json(raw)
-        except ValidationError as error:
-            raise ValueError(_reason(error)) from None
-        data = record.model_dump()
+            data = _checked(json.loads(raw))
+        except (ValueError, RecursionError) as error:
+            raise ValueError(str(error)[:200]) from None
         data["topics"] = tuple(data["topics"])
         data["held"] = {key: HeldPartition(**value) for key, value in data["held"].items()}
         if data["mode"] is None:
@@ -113,45 +112,112 @@ def _identity(key: str) -> TopicPartition:
 
 # Strict: JSON's types as written, nothing coerced ("3" is no int, 1.0 no pid, 0 no bool).
 # Unknown fields are dropped: a newer member's report still counts as a member.
-_STRICT = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
 
-class _HeldRecord(BaseModel):
-    model_config = _STRICT
-
-    confirmed: int
-    committed: int | None
-    high: int | None
+def _malformed(where: str, problem: str) -> ValueError:
+    return ValueError(f"{where}: {problem}")
 
 
-class _ReportRecord(BaseModel):
-    """The shape a report must have: :class:`MemberReport`'s fields, typed and bounded."""
-
-    model_config = _STRICT
-
-    consumer_id: Annotated[str, Field(min_length=1)]
-    host: str
-    pid: Annotated[int, Field(ge=0)]
-    node_id: int
-    source_count: int
-    topics: list[Topic]
-    strategy: str
-    version: str
-    lease_timeout_s: Annotated[float, Field(gt=0, le=MAX_LEASE_S)]
-    held: dict[PartitionKey, _HeldRecord] = Field(default_factory=dict)
-    join_offset: Annotated[int, Field(ge=0)] | None = None
-    fenced: bool = False
-    mode: Annotated[str, Field(min_length=1)] | None = None
-    status_partitions: Annotated[int, Field(ge=0)] = 0
-    filters: dict[Topic, list[str]] = Field(default_factory=dict)
-    pinned: list[PartitionKey] = Field(default_factory=list)
+def _int(value: Any, where: str, *, at_least: int | None = None, none: bool = False) -> Any:
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _malformed(where, "should be an integer")
+    if at_least is not None and value < at_least:
+        raise _malformed(where, f"should be at least {at_least}")
+    return value
 
 
-def _reason(error: ValidationError) -> str:
-    """The first problem, short and without the value (a record may be large or hostile)."""
-    first: dict[str, Any] = dict(error.errors(include_url=False, include_input=False)[0])
-    where = ".".join(str(part) for part in first.get("loc", ())) or "value"
-    return f"{where}: {first.get('msg', 'invalid')}"[:200]
+def _str(
+    value: Any, where: str, *, pattern: re.Pattern[str] | None = None, min_length: int = 0
+) -> str:
+    if not isinstance(value, str):
+        raise _malformed(where, "should be a string")
+    if len(value) < min_length:
+        raise _malformed(where, f"should have at least {min_length} character(s)")
+    if pattern is not None and pattern.fullmatch(value) is None:
+        raise _malformed(where, "does not name a topic or partition")
+    return value
+
+
+def _list(value: Any, where: str, item: Callable[[Any, str], Any]) -> list[Any]:
+    if not isinstance(value, list):
+        raise _malformed(where, "should be a list")
+    return [item(one, f"{where}.{i}") for i, one in enumerate(value)]
+
+
+def _dict(value: Any, where: str, key: re.Pattern[str], item: Callable[[Any, str], Any]) -> Any:
+    if not isinstance(value, dict):
+        raise _malformed(where, "should be an object")
+    return {_str(k, f"{where}.{k}", pattern=key): item(v, f"{where}.{k}") for k, v in value.items()}
+
+
+def _lease(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _malformed(where, "should be a finite number")
+    if not 0 < value <= MAX_LEASE_S:
+        raise _malformed(where, f"should be greater than 0 and at most {MAX_LEASE_S:g}")
+    return float(value)
+
+
+def _held(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _malformed(where, "should be an object")
+    return {
+        "confirmed": _int(_field(value, "confirmed", where), f"{where}.confirmed"),
+        "committed": _int(_field(value, "committed", where), f"{where}.committed", none=True),
+        "high": _int(_field(value, "high", where), f"{where}.high", none=True),
+    }
+
+
+def _field(record: dict[str, Any], name: str, where: str = "") -> Any:
+    if name not in record:
+        raise _malformed(f"{where}.{name}" if where else name, "is missing")
+    return record[name]
+
+
+def _checked(record: Any) -> dict[str, Any]:
+    """A report record's fields, each of its type and in its bounds (else ValueError)."""
+    if not isinstance(record, dict):
+        raise _malformed("value", "should be a JSON object")
+    get = record.get
+    mode = get("mode")
+    return {
+        "consumer_id": _str(_field(record, "consumer_id"), "consumer_id", min_length=1),
+        "host": _str(_field(record, "host"), "host"),
+        "pid": _int(_field(record, "pid"), "pid", at_least=0),
+        "node_id": _int(_field(record, "node_id"), "node_id"),
+        "source_count": _int(_field(record, "source_count"), "source_count"),
+        "topics": _list(_field(record, "topics"), "topics", _topic),
+        "strategy": _str(_field(record, "strategy"), "strategy"),
+        "version": _str(_field(record, "version"), "version"),
+        "lease_timeout_s": _lease(_field(record, "lease_timeout_s"), "lease_timeout_s"),
+        "held": _dict(get("held", {}), "held", _PARTITION_KEY, _held),
+        "join_offset": _int(get("join_offset"), "join_offset", at_least=0, none=True),
+        "fenced": _bool(get("fenced", False), "fenced"),
+        "mode": None if mode is None else _str(mode, "mode", min_length=1),
+        "status_partitions": _int(get("status_partitions", 0), "status_partitions", at_least=0),
+        "filters": _dict(get("filters", {}), "filters", _TOPIC_NAME, _strings),
+        "pinned": _list(get("pinned", []), "pinned", _partition_key),
+    }
+
+
+def _topic(value: Any, where: str) -> str:
+    return _str(value, where, pattern=_TOPIC_NAME)
+
+
+def _partition_key(value: Any, where: str) -> str:
+    return _str(value, where, pattern=_PARTITION_KEY)
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    return _list(value, where, _str)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise _malformed(where, "should be true or false")
+    return value
 
 
 def is_claim_value(raw: bytes) -> bool:

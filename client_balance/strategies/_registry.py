@@ -17,10 +17,10 @@ registration holds only in the process that made it.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import re
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from client_balance._logging import get_logger
 from client_balance.errors import ConfigError
@@ -30,6 +30,9 @@ from client_balance.strategies._range import RangeStrategy
 from client_balance.strategies._roundrobin import RoundRobinStrategy
 from client_balance.strategies._sticky import CooperativeStickyStrategy, StickyStrategy
 from client_balance.strategies._user import as_strategy
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -68,7 +71,7 @@ _log = get_logger("strategies")
 _lock = threading.Lock()
 _registered: dict[str, Strategy] = {}
 _references: dict[str, Strategy] = {}
-_declared: dict[str, importlib.metadata.EntryPoint] | None = None
+_declared: dict[str, EntryPoint] | None = None
 _loaded: dict[str, Strategy] = {}
 
 
@@ -77,13 +80,17 @@ def is_reference(name: str) -> bool:
     return _REFERENCE.fullmatch(name) is not None
 
 
-def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+def _entry_points() -> dict[str, EntryPoint]:
     """The group's entry points by name, read once; names that cannot be used are skipped."""
     global _declared  # noqa: PLW0603 - read once per process, on first use
     with _lock:
         if _declared is None:
-            found: dict[str, importlib.metadata.EntryPoint] = {}
-            for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            # Imported here: importlib.metadata brings email, zipfile and csv, 3,000 objects that
+            # every full collection of the process walks, for a lookup most processes never make.
+            from importlib.metadata import entry_points  # noqa: PLC0415 - see above
+
+            found: dict[str, EntryPoint] = {}
+            for entry in entry_points(group=ENTRY_POINT_GROUP):
                 if entry.name in _BUILTINS or ":" in entry.name:
                     # A plugin must not change what a built-in name means behind the user.
                     _log.warning(

@@ -1,4 +1,7 @@
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -174,3 +177,63 @@ def test_errors_and_repr_never_show_a_librdkafka_secret(override: dict[str, obje
         ClientBalanceSettings(**{**BASE, "kafka": kafka, **override})
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in repr(ClientBalanceSettings(**BASE, kafka={"sasl.password": "hunter2"}))
+
+
+def test_settings_and_a_consumer_load_neither_pydantic_nor_package_metadata() -> None:
+    """Making settings and a consumer imports no pydantic and no importlib.metadata.
+
+    Both stay in the process for good, and every full garbage collection walks their objects:
+    pydantic's made the collections of a consumer loop three times as long.
+    """
+    code = textwrap.dedent(
+        """
+        import sys
+        from client_balance import ClientBalanceConsumer, ClientBalanceSettings
+
+        settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g")
+        ClientBalanceConsumer(settings)
+        heavy = ("pydantic", "pydantic_core", "pydantic_settings", "importlib.metadata", "email")
+        print(sorted(name for name in heavy if name in sys.modules))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("field", ["reconcile_interval_s", "batch_max_messages", "metrics_port"])
+def test_a_bool_is_no_number(field: str) -> None:
+    """True where a number belongs is a mistake, not 1."""
+    with pytest.raises(ConfigError, match=f"{field}=True is not allowed: give a"):
+        ClientBalanceSettings(**BASE, **{field: True})
+
+
+class _OtherSecret:
+    """A secret of another library (pydantic's SecretStr has the same one method)."""
+
+    def get_secret_value(self) -> str:
+        return "hunter2"
+
+
+def test_a_secret_object_of_another_library_is_kept_and_never_shown() -> None:
+    """Anything with get_secret_value() is a secret: passed to librdkafka, masked elsewhere."""
+    settings = ClientBalanceSettings(**BASE, kafka={"sasl.password": _OtherSecret()})
+    assert settings.consumer_config()["sasl.password"] == "hunter2"
+    shown = [repr(settings), settings.model_dump_json(), str(settings.model_dump())]
+    assert not [text for text in shown if "hunter2" in text]
+
+
+def test_model_copy_applies_the_update_unchecked() -> None:
+    """model_copy(update=...) skips the checks (for tests of what a reader refuses)."""
+    settings = ClientBalanceSettings(**BASE)
+    copy = settings.model_copy(update={"lease_timeout_s": 1e6})
+    assert (copy.lease_timeout_s, copy.group_id) == (1e6, "billing")
+    assert "lease_timeout_s" in copy.model_fields_set
+    assert settings.lease_timeout_s == 30.0
+
+
+def test_json_null_in_the_environment_leaves_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLIENT_BALANCE_KAFKA=null is as if unset."""
+    monkeypatch.setenv("CLIENT_BALANCE_KAFKA", "null")
+    assert ClientBalanceSettings(**BASE).kafka == {}

@@ -1,0 +1,340 @@
+"""The frozen, validated class the settings are declared on: fields, kinds, and one error.
+
+A field is a class attribute made by :func:`setting`: its kind (how a given value becomes the
+field's type), its default, its bounds and its own check. A value comes from a keyword argument,
+else from the environment variable ``CLIENT_BALANCE_<NAME>`` (in any case), else the default.
+Every problem of one construction goes into one :class:`ConfigError` that names each field, the
+value given (never a secret's, never a librdkafka value) and what is allowed; the checks across
+fields run once every field is valid.
+
+Not pydantic: its schemas and validators are some 12,000 objects of the user's process, which
+every full garbage collection walks, and they made those collections three times as long in a
+consumer loop (docs/design-decisions.md, "The settings are checked without pydantic").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, dataclass_transform
+
+from client_balance._secrets import MASK, is_secret_value, masked
+from client_balance.errors import ConfigError
+
+__all__ = [
+    "REQUIRED",
+    "Setting",
+    "SettingsModel",
+    "choice",
+    "flag",
+    "integer",
+    "number",
+    "optional",
+    "setting",
+    "text",
+]
+
+ENV_PREFIX = "CLIENT_BALANCE_"
+_REQUIRED: Any = object()
+REQUIRED: Any = _REQUIRED
+"""The default of a field that must be given, as a keyword or by the environment."""
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
+
+Kind = Callable[[Any], Any]
+"""Makes a given value the field's type, or raises ValueError saying what is allowed."""
+
+
+def text(value: Any) -> str:
+    """A string (bytes as UTF-8)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            raise ValueError("give text; these bytes are not UTF-8") from None
+    if not isinstance(value, str):
+        raise ValueError(f"give a string, not a {_kind_of(value)}")
+    return value
+
+
+def number(value: Any) -> float:
+    """A finite number: an int or float, or its text (from the environment)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError("give a number") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"give a number, not a {_kind_of(value)}")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError("give a number of ordinary size") from None
+    if not math.isfinite(result):
+        raise ValueError("give a finite number")
+    return result
+
+
+def integer(value: Any) -> int:
+    """A whole number: an int, a float without a fraction, or its text (from the environment)."""
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ValueError("give a whole number") from None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"give a whole number, not a {_kind_of(value)}")
+    return value
+
+
+def flag(value: Any) -> bool:
+    """True or false: a bool, 0 or 1, or words such as 'true' and 'no' (from the environment)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError("give true or false")
+
+
+def _kind_of(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def choice(*allowed: str) -> Kind:
+    """One of ``allowed``, exactly."""
+    words = ", ".join(repr(word) for word in allowed[:-1]) + f" or {allowed[-1]!r}"
+
+    def one_of(value: Any) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"give {words}")
+        return value
+
+    return one_of
+
+
+def optional(kind: Kind) -> Kind:
+    """``kind``, or None."""
+
+    def or_none(value: Any) -> Any:
+        return None if value is None else kind(value)
+
+    return or_none
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One field: how its value is made and checked, and what it is for."""
+
+    kind: Kind
+    default: Any = _REQUIRED
+    default_factory: Callable[[], Any] | None = None
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    min_length: int | None = None
+    check: Callable[[Any], Any] | None = None
+    """Runs on the value made by ``kind``; returns it (perhaps normalized) or raises."""
+    env: Literal["text", "json", "json or text"] = "text"
+    """How the environment gives it: text, JSON (dicts, lists), or JSON where it parses."""
+    shown: bool = True
+    """In ``repr``: False for a secret, which is not even masked there."""
+    secret: bool = False
+    """An error names the field but never shows the value given."""
+    description: str = ""
+
+    @property
+    def required(self) -> bool:
+        """Whether the field has no default."""
+        return self.default is _REQUIRED and self.default_factory is None
+
+    def default_value(self) -> Any:
+        """A fresh default (a new dict for each settings object)."""
+        return self.default_factory() if self.default_factory is not None else self.default
+
+    def make(self, value: Any) -> Any:
+        """``value`` as the field's type, in its bounds and past its check (else ValueError)."""
+        value = self.kind(value)
+        if value is not None:
+            self._bounds(value)
+        return value if self.check is None else self.check(value)
+
+    def _bounds(self, value: Any) -> None:
+        if self.gt is not None and not value > self.gt:
+            raise ValueError(f"must be greater than {self.gt:g}")
+        if self.ge is not None and not value >= self.ge:
+            raise ValueError(f"must be at least {self.ge:g}")
+        if self.le is not None and not value <= self.le:
+            raise ValueError(f"must be at most {self.le:g}")
+        if self.min_length is not None and len(value) < self.min_length:
+            raise ValueError(f"must have at least {self.min_length} character(s)")
+
+
+def setting(
+    kind: Kind, *, default: Any = _REQUIRED, default_factory: Callable[[], Any] | None = None,
+    **options: Any,
+) -> Any:  # fmt: skip
+    """A field of a :class:`SettingsModel` (typed ``Any`` so that its annotation is the type).
+
+    ``default=REQUIRED`` (the default): given as a keyword or by the environment, else an error.
+    """
+    return Setting(kind, default=default, default_factory=default_factory, **options)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(setting,))
+class SettingsModel:
+    """A frozen object of the ``Setting`` fields of its class, checked when it is made."""
+
+    model_fields: ClassVar[dict[str, Setting]] = {}
+    """Every field, in the order declared (base classes first)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = dict(cls.model_fields)
+        fields.update({k: v for k, v in vars(cls).items() if isinstance(v, Setting)})
+        cls.model_fields = fields
+
+    def __init__(self, **values: Any) -> None:
+        fields = type(self).model_fields
+        problems = [
+            f"{name} is not a setting of {type(self).__name__}"
+            for name in values
+            if name not in fields
+        ]
+        given = {**_environment(fields), **{k: v for k, v in values.items() if k in fields}}
+        made: dict[str, Any] = {}
+        for name, field in fields.items():
+            if name not in given:
+                if field.required:
+                    problems.append(
+                        f"{name} is required (pass {name}=... or set {ENV_PREFIX}{name.upper()})"
+                    )
+                made[name] = field.default_value()
+                continue
+            try:
+                made[name] = field.make(given[name])
+            except (ValueError, ConfigError) as error:
+                problems.append(_problem(name, field, given[name], str(error)))
+        if not problems:
+            object.__setattr__(self, "__dict__", made)
+            object.__setattr__(self, "_fields_set", frozenset(given))
+            problems = [str(error) for error in self._check_across_fields()]
+        if problems:
+            raise ConfigError(f"invalid {type(self).__name__}: " + "; ".join(problems))
+
+    def _check_across_fields(self) -> Iterable[ValueError | ConfigError]:
+        """Problems between fields, each naming the values (every field is valid by now)."""
+        return ()
+
+    # ------------------------------------------------------------------ an immutable value
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"{type(self).__name__} is frozen: {name} cannot change; make new settings, or "
+            "use model_copy(update={...})"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: {name} cannot be deleted")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash((type(self), *(repr(v) for v in self.model_dump().values())))
+
+    def __repr__(self) -> str:
+        fields = type(self).model_fields
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}" for name, field in fields.items() if field.shown
+        )
+        return f"{type(self).__name__}({shown})"
+
+    __str__ = __repr__
+
+    @property
+    def model_fields_set(self) -> frozenset[str]:
+        """The fields given, as keyword arguments or environment variables."""
+        return self._fields_set  # type: ignore[no-any-return,attr-defined]
+
+    def model_dump(self) -> dict[str, Any]:
+        """Every field's value (secrets stay secret objects)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+    def model_dump_json(self) -> str:
+        """The fields as JSON: secrets as '**********', callables by name."""
+        return json.dumps(
+            {name: _jsonable(name, value) for name, value in self.model_dump().items()},
+            default=_shown,
+        )
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Any:
+        """A copy with ``update`` applied as given, unchecked (as pydantic's ``model_copy``)."""
+        copy = object.__new__(type(self))
+        object.__setattr__(copy, "__dict__", {**self.__dict__, **(update or {})})
+        object.__setattr__(copy, "_fields_set", self.model_fields_set | set(update or {}))
+        return copy
+
+
+def _environment(fields: Mapping[str, Setting]) -> dict[str, Any]:
+    """The fields the environment gives (names in any case), decoded as each field reads them."""
+    found: dict[str, Any] = {}
+    variables = {
+        name.upper(): value
+        for name, value in os.environ.items()
+        if name.upper().startswith(ENV_PREFIX)
+    }
+    for name, field in fields.items():
+        env = f"{ENV_PREFIX}{name.upper()}"
+        if env not in variables:
+            continue
+        raw = variables[env]
+        if field.env == "text":
+            found[name] = raw
+            continue
+        try:
+            decoded = json.loads(raw)
+        except ValueError:
+            if field.env == "json or text":  # an Avro schema may be its JSON, or a file's name
+                found[name] = raw
+                continue
+            raise ConfigError(
+                f"{env} is not valid: dict and list settings are read from the environment as "
+                'JSON, such as {"security.protocol": "SASL_SSL"}'
+            ) from None
+        if decoded is not None:  # JSON null: as if not set
+            found[name] = decoded
+    return found
+
+
+def _problem(name: str, field: Setting, value: Any, message: str) -> str:
+    if name == "kafka":  # librdkafka values may be secrets: name the keys only
+        keys = sorted(map(str, value)) if isinstance(value, dict) else "..."
+        return f"kafka (keys {keys}) is not allowed: {message}"
+    if field.secret:
+        return f"{name} is not allowed: {message}"
+    return f"{name}={value!r} is not allowed: {message}"
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    if name == "kafka" and isinstance(value, dict):
+        return masked(value)
+    return value
+
+
+def _shown(value: Any) -> Any:
+    """JSON for what json cannot write: a secret masked, a callable by name, sets as lists."""
+    if is_secret_value(value):
+        return MASK
+    if callable(value):
+        return f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
+    if isinstance(value, set | frozenset | tuple):
+        return sorted(value, key=repr)
+    return str(value)

@@ -29,7 +29,7 @@ def check_buffered_bytes(value: int) -> int:
 def kafka_values(value: Any) -> dict[str, object]:
     """The ``kafka`` dict checked: secrets as ``SecretStr``, callbacks only where allowed."""
     if not isinstance(value, dict):
-        raise ValueError(f"give a dict of librdkafka properties, not a {type(value).__name__}")
+        raise ValueError(f"give a dict of librdkafka properties, got {type(value).__name__}")
     checked: dict[str, object] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key:

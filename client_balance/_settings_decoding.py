@@ -39,7 +39,7 @@ def _avro_schema(field: str) -> Any:
         if isinstance(value, tuple | set | frozenset):
             value = list(value)
         if not isinstance(value, dict | list | str):
-            raise ValueError(f"give a dict, a list or JSON text, not a {type(value).__name__}")
+            raise ValueError(f"give a dict, a list or JSON text, got {type(value).__name__}")
         return check_avro_schema(field, value)
 
     return optional(schema)

@@ -56,7 +56,7 @@ def text(value: Any) -> str:
         except UnicodeDecodeError:
             raise ValueError("give text; these bytes are not UTF-8") from None
     if not isinstance(value, str):
-        raise ValueError(f"give a string, not a {_kind_of(value)}")
+        raise ValueError(f"give a string, got {_kind_of(value)}")
     return value
 
 
@@ -68,7 +68,7 @@ def number(value: Any) -> float:
         except ValueError:
             raise ValueError("give a number") from None
     elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"give a number, not a {_kind_of(value)}")
+        raise ValueError(f"give a number, got {_kind_of(value)}")
     try:
         result = float(value)
     except OverflowError:
@@ -88,7 +88,7 @@ def integer(value: Any) -> int:
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"give a whole number, not a {_kind_of(value)}")
+        raise ValueError(f"give a whole number, got {_kind_of(value)}")
     return value
 
 

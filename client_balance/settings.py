@@ -128,7 +128,7 @@ def _strategy(value: Any) -> str:
 
 def _pinned(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
-        raise ValueError(f"give a dict of partition key -> offset, not a {type(value).__name__}")
+        raise ValueError(f"give a dict of partition key -> offset, got {type(value).__name__}")
     normalized: dict[str, int] = {}
     for key, offset in value.items():
         identity = str(PartitionKey.parse(text(key)).topic_partition)

@@ -59,7 +59,7 @@ _TOPIC_CONFIG = {
     # this could miss a withdrawal.
     "delete.retention.ms": "3600000",
     # A member's report lists every partition it holds: compressed, about 20 bytes each, so
-    # Kafka's 1 MB default would fence a member of some 50,000 partitions; 8 MiB, 400,000.
+    # Kafka's 1 MB default would fence a member of some 35,000 partitions; 8 MiB, 280,000.
     "max.message.bytes": str(8 * 1024 * 1024),
 }
 

@@ -15,19 +15,14 @@ from client_balance._deserializers import (
     check_deserializer,
     check_registry_url,
 )
-from client_balance._secrets import SecretStr, is_secret_value
-from client_balance._settings_model import SettingsModel, optional, setting, text
+from client_balance._secrets import SecretStr
+from client_balance._settings_model import SettingsModel, optional, secret, setting, text
 from client_balance.errors import ConfigError
 
-__all__ = ["AvroSchema", "DecodingSettings", "check_avro_source", "secret"]
+__all__ = ["AvroSchema", "DecodingSettings", "check_avro_source"]
 
 AvroSchema = dict[str, Any] | list[Any] | str
 """An Avro schema: a dict (a record), a list (a union) or its JSON text."""
-
-
-def secret(value: Any) -> Any:
-    """A secret text: kept as a ``SecretStr`` (one given, ours or pydantic's, as it is)."""
-    return value if is_secret_value(value) else SecretStr(text(value))
 
 
 def _deserializer(field: str) -> Any:
@@ -75,7 +70,7 @@ class DecodingSettings(SettingsModel):
     schema_registry_url: str | None = setting(
         optional(lambda value: check_registry_url(text(value))),
         default=None,
-        secret=True,  # refused for holding credentials: never echoed
+        in_errors="nothing",  # refused for holding credentials: never echoed
         description="A Confluent Schema Registry: 'avro' then reads its framed records "
         "(confluent-kafka's AvroDeserializer). No credentials in the URL.",
     )
@@ -83,7 +78,7 @@ class DecodingSettings(SettingsModel):
         optional(secret),
         default=None,
         shown=False,
-        secret=True,
+        in_errors="nothing",
         description="'user:password' for the Schema Registry (basic.auth.user.info).",
     )
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import MASK, is_secret_value, masked
+from client_balance._secrets import MASK, SecretStr, is_secret_value
 from client_balance.errors import ConfigError
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "integer",
     "number",
     "optional",
+    "secret",
     "setting",
     "text",
 ]
@@ -107,6 +108,11 @@ def _kind_of(value: Any) -> str:
     return "None" if value is None else type(value).__name__
 
 
+def secret(value: Any) -> Any:
+    """A secret text, kept as a ``SecretStr`` (one given, ours or pydantic's, as it is)."""
+    return value if is_secret_value(value) else SecretStr(text(value))
+
+
 def choice(*allowed: str) -> Kind:
     """One of ``allowed``, exactly."""
     words = ", ".join(repr(word) for word in allowed[:-1]) + f" or {allowed[-1]!r}"
@@ -145,8 +151,11 @@ class Setting:
     """How the environment gives it: text, JSON (dicts, lists), or JSON where it parses."""
     shown: bool = True
     """In ``repr``: False for a secret, which is not even masked there."""
-    secret: bool = False
-    """An error names the field but never shows the value given."""
+    in_errors: Literal["value", "keys", "nothing"] = "value"
+    """What an error about it shows of the value given: all, a dict's keys (librdkafka values
+    may be secrets), or nothing (a secret, or a URL refused for holding credentials)."""
+    in_json: Callable[[Any], Any] | None = None
+    """Its form in ``model_dump_json`` when not the value itself (``kafka``: masked)."""
     description: str = ""
 
     @property
@@ -271,7 +280,12 @@ class SettingsModel:
     def model_dump_json(self) -> str:
         """The fields as JSON: secrets as '**********', callables by name."""
         return json.dumps(
-            {name: _jsonable(name, value) for name, value in self.model_dump().items()},
+            {
+                name: value if field.in_json is None or value is None else field.in_json(value)
+                for (name, field), value in zip(
+                    type(self).model_fields.items(), self.model_dump().values(), strict=True
+                )
+            },
             default=_shown,
         )
 
@@ -315,18 +329,12 @@ def _environment(fields: Mapping[str, Setting]) -> dict[str, Any]:
 
 
 def _problem(name: str, field: Setting, value: Any, message: str) -> str:
-    if name == "kafka":  # librdkafka values may be secrets: name the keys only
+    if field.in_errors == "keys":
         keys = sorted(map(str, value)) if isinstance(value, dict) else "..."
-        return f"kafka (keys {keys}) is not allowed: {message}"
-    if field.secret:
+        return f"{name} (keys {keys}) is not allowed: {message}"
+    if field.in_errors == "nothing":
         return f"{name} is not allowed: {message}"
     return f"{name}={value!r} is not allowed: {message}"
-
-
-def _jsonable(name: str, value: Any) -> Any:
-    if name == "kafka" and isinstance(value, dict):
-        return masked(value)
-    return value
 
 
 def _shown(value: Any) -> Any:
@@ -335,6 +343,8 @@ def _shown(value: Any) -> Any:
         return MASK
     if callable(value):
         return f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
-    if isinstance(value, set | frozenset | tuple):
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, set | frozenset):
         return sorted(value, key=repr)
     return str(value)

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
-from client_balance._secrets import CALLBACK_KEYS, SecretStr, reveal
+from client_balance._secrets import CALLBACK_KEYS, SecretStr, masked, reveal
 from client_balance._settings_checks import check_buffered_bytes, kafka_values
-from client_balance._settings_decoding import DecodingSettings, secret
+from client_balance._settings_decoding import DecodingSettings
 from client_balance._settings_model import (
     REQUIRED,
     choice,
@@ -22,6 +22,7 @@ from client_balance._settings_model import (
     integer,
     number,
     optional,
+    secret,
     setting,
     text,
 )
@@ -172,6 +173,8 @@ class ClientBalanceSettings(DecodingSettings):
     kafka: dict[str, KafkaSetting] = setting(
         _kafka,
         env="json",
+        in_errors="keys",  # librdkafka values may be secrets: an error names the keys only
+        in_json=masked,
         default_factory=dict,
         description="librdkafka properties passed through verbatim (security, fetch tuning); "
         "secrets (sasl.password, ssl.key.password, any ...password/...secret) are held as "
@@ -306,7 +309,7 @@ class ClientBalanceSettings(DecodingSettings):
     )
     status_secret: SecretStr | None = setting(
         optional(secret),
-        secret=True,
+        in_errors="nothing",
         default=None,
         shown=False,
         description="Shared by a group's members: every status record is signed with it (HMAC) "

@@ -21,6 +21,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Kaf
 from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._admin import (
+    ask_group_members,
     check_login,
     cluster_answers,
     group_members,
@@ -97,6 +98,7 @@ __all__ = [
     "TopicState",
     "Watermarks",
     "admin_client",
+    "ask_group_members",
     "call_until_transient_passes",
     "check_login",
     "cluster_answers",

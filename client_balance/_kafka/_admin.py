@@ -21,6 +21,7 @@ from client_balance._kafka._retry import BROKER_POLL_S, METADATA_POLL_S, wait_un
 from client_balance.settings import KafkaValue
 
 __all__ = [
+    "ask_group_members",
     "check_login",
     "cluster_answers",
     "group_members",
@@ -113,17 +114,35 @@ def group_members(
     """
     if admin is None:  # not ``admin or ...``: an AdminClient with nothing queued is falsy
         admin = admin_client(bootstrap_servers, kafka)
+    return ask_group_members(admin, group_id, timeout_s=timeout_s, kafka=kafka)()
+
+
+def ask_group_members(
+    admin: AdminClient,
+    group_id: str,
+    *,
+    timeout_s: float,
+    kafka: Mapping[str, KafkaValue] | None = None,
+) -> Callable[[], list[str]]:
+    """Ask :func:`group_members` now; the call returned waits for the answer.
+
+    The question goes out at once, so the caller does other work meanwhile without a thread.
+    """
     futures = admin.describe_consumer_groups([group_id], request_timeout=timeout_s)
     doing = f"describing group {group_id!r}"
-    try:
-        description = futures[group_id].result(timeout=timeout_s)
-    except KafkaException as error:
-        raise from_kafka_exception(
-            error, doing, kafka=kafka, operation="Describe", resource=group_id
-        ) from error
-    except concurrent.futures.TimeoutError:
-        raise timed_out(doing, timeout_s, f"{bootstrap_servers} did not answer") from None
-    return sorted(member.member_id for member in description.members)
+
+    def answer() -> list[str]:
+        try:
+            description = futures[group_id].result(timeout=timeout_s)
+        except KafkaException as error:
+            raise from_kafka_exception(
+                error, doing, kafka=kafka, operation="Describe", resource=group_id
+            ) from error
+        except concurrent.futures.TimeoutError:
+            raise timed_out(doing, timeout_s, "the group coordinator did not answer") from None
+        return sorted(member.member_id for member in description.members)
+
+    return answer
 
 
 def topics_metadata(admin: AdminClient, topics: Sequence[str], timeout_s: float) -> Any:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Callable, Iterable
 
-from client_balance._kafka import AdminClient, check_login, group_members
+from client_balance._kafka import AdminClient, ask_group_members, check_login
 from client_balance.consumer._setup import MemberSetup
 from client_balance.errors import GroupInUseError
 from client_balance.keys import TopicPartition
@@ -26,13 +25,15 @@ def join_group(
 ) -> StatusMember:
     """Check the Kafka group for subscribe() members and join the status topic, at once.
 
-    The two are independent round trips, so they run side by side: ``start()`` is on the path
-    to the first message. Both ask through ``admin``, the member's one admin client, whose
-    connections the first of them opens for the other. Raises 429/430 if a live member
-    contradicts this one, and :class:`GroupInUseError` if anyone ``subscribe()``s with the
-    group id. ``claims()``, asked just before the join is written, names partitions to claim
-    in the same write (a node's share, when the metadata is in by then): the first round then
-    finds them claimed, a write and its read-back fewer on the way to the first message.
+    The two are independent round trips, so they run side by side (the group's question is
+    sent, then the join made, then the answer read): ``start()`` is on the path to the first
+    message. Both ask through ``admin``, the member's one admin client; no thread waits for
+    the group's answer, as one started on a busy start costs the others the interpreter.
+    Raises 429/430 if a live member contradicts this one, and :class:`GroupInUseError` if
+    anyone ``subscribe()``s with the group id. ``claims()``, asked just before the join is
+    written, names partitions to claim in the same write (a node's share, when the metadata
+    is in by then): the first round then finds them claimed, a write and its read-back fewer
+    on the way to the first message.
     """
     settings = setup.settings
     if str(settings.kafka.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
@@ -41,27 +42,23 @@ def join_group(
             settings.bootstrap_servers, timeout_s=settings.request_timeout_s,
             kafka=settings.admin_config(),
         )  # fmt: skip
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        described = pool.submit(
-            group_members,
-            settings.bootstrap_servers,
-            settings.group_id,
-            timeout_s=settings.request_timeout_s,
-            kafka=settings.admin_config(),
-            admin=admin,
-        )
-        status = StatusMember(
-            settings, setup.consumer_id, describe,
-            on_change=on_change, on_fenced=on_fenced, admin=admin,
-            commits_settled=commits_settled,
-        )  # fmt: skip
-        try:
-            status.join(claims())
-            status.check_group(describe())
-            members = described.result()
-        except BaseException:
-            status.leave()
-            raise
+    # The group question goes out first; its answer is waited for after the join.
+    members_answer = ask_group_members(
+        admin, settings.group_id, timeout_s=settings.request_timeout_s,
+        kafka=settings.admin_config(),
+    )  # fmt: skip
+    status = StatusMember(
+        settings, setup.consumer_id, describe,
+        on_change=on_change, on_fenced=on_fenced, admin=admin,
+        commits_settled=commits_settled,
+    )  # fmt: skip
+    try:
+        status.join(claims())
+        status.check_group(describe())
+        members = members_answer()
+    except BaseException:
+        status.leave()
+        raise
     if members:
         status.leave()
         raise GroupInUseError(

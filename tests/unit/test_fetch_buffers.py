@@ -19,7 +19,7 @@ from client_balance._kafka._clients import fetch_queue_kbytes
 from client_balance.consumer import _fetch, _starts
 from client_balance.consumer._buffers import ByteBudget, HeldPartition, split_runs
 from client_balance.consumer._fetch import Fetcher
-from client_balance.consumer._shelf import Shelf
+from client_balance.consumer._shelf import Shelf, fetch_size
 from client_balance.keys import TopicPartition
 
 KIB = 1024
@@ -73,12 +73,47 @@ def test_buffers_stay_within_the_bound_and_fetching_resumes_once_taken() -> None
         fetched += count
         fetches += 1
         assert shelf.budget.used <= 64 * KIB
-    assert fetches > 1
+    assert (fetches, fetched) == (1, 6)  # two batches' worth fit: asked for in one consume()
     assert shelf.budget.peak <= 64 * KIB
     batch = shelf.take()
     assert batch is not None
     assert [m.offset() for m in batch.messages] == list(range(len(batch.messages)))
     assert shelf.may_fetch()
+
+
+def test_small_batches_are_fetched_several_at_a_time_once_sizes_are_known() -> None:
+    """Batches of 10: one batch before any size is known, then ten per consume() (or what fits)."""
+    shelf, _ = _shelf(limit=64 * KIB, batch_max=10)
+    assert shelf.fetch_count() == 10
+    first: list[Any] = []
+    shelf.share_out(_messages(0, range(10), 100), first)
+    assert shelf.fetch_count() == 100
+    big, _ = _shelf(limit=64 * KIB, batch_max=10)
+    big.share_out(_messages(0, range(1), 10 * KIB), [])
+    assert big.fetch_count() == 6  # the byte bound still rules
+    assert (_shelf(limit=64 * KIB, batch_max=100)[0].fetch_count(), fetch_size(100)) == (100, 100)
+    assert [fetch_size(b) for b in (1, 7, 10, 99, 100, 5000)] == [100, 105, 100, 198, 100, 5000]
+
+
+def test_a_caller_fetch_of_several_batches_hands_out_one_and_buffers_the_rest() -> None:
+    """A consume() of 25 messages with batches of 10: 10 go out now, then 10 and 5 in order."""
+    shelf, held = _shelf(limit=64 * KIB, batch_max=10)
+    taken: list[Any] = []
+    shelf.share_out(_messages(0, range(25), 100), taken)
+    assert [(b.start, b.end, len(b.messages)) for b in taken] == [(0, 10, 10)]
+    assert held[T0].buffered == 15
+    assert shelf.budget.used == 1500  # only what stays behind counts against the bound
+    got = []
+    for _ in range(2):
+        state = held[T0]
+        assert state.batch is not None
+        state.confirmed, state.batch = state.batch.end, None  # what the fetcher's settle does
+        shelf.ready.append(T0)
+        batch = shelf.take()
+        assert batch is not None
+        got.append([m.offset() for m in batch.messages])
+    assert got == [list(range(10, 20)), list(range(20, 25))]
+    assert shelf.budget.used == 0
 
 
 def test_a_caller_fetch_hands_its_first_run_out_and_buffers_the_rest() -> None:

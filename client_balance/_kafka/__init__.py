@@ -50,7 +50,13 @@ from client_balance._kafka._errors import (
     timed_out,
 )
 from client_balance._kafka._follow import follow
-from client_balance._kafka._metadata import PartitionLayout, TopicIds, Watermarks, topic_layouts
+from client_balance._kafka._metadata import (
+    PartitionLayout,
+    TopicIds,
+    TopicIdsAnswer,
+    Watermarks,
+    topic_layouts,
+)
 from client_balance._kafka._offsets import (
     COMMIT_REQUEST_BYTES,
     commit_batches,
@@ -95,6 +101,7 @@ __all__ = [
     "MessageDecoder",
     "PartitionLayout",
     "TopicIds",
+    "TopicIdsAnswer",
     "TopicState",
     "Watermarks",
     "admin_client",

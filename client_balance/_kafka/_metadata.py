@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,14 @@ from client_balance._kafka._errors import timed_out
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
-__all__ = ["PartitionLayout", "TopicIds", "Watermarks", "ask_watermarks", "topic_layouts"]
+__all__ = [
+    "PartitionLayout",
+    "TopicIds",
+    "TopicIdsAnswer",
+    "Watermarks",
+    "ask_watermarks",
+    "topic_layouts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +81,50 @@ class _LazyAdmin:
 class TopicIds(_LazyAdmin):
     """Kafka's topic ids (a topic deleted and created again gets a new one), asked lazily."""
 
-    def __call__(self, topics: Iterable[str]) -> dict[str, str]:
-        """Topic -> id for each of ``topics`` that exists now."""
+    def __call__(self, topics: Iterable[str], clock: Callable[[], float]) -> TopicIdsAnswer:
+        """Ask for the id of each of ``topics`` now; the answer is read once it is in.
+
+        Describing a topic lists every partition of it: 100,000 partitions did not come back
+        within 10 s on a loaded machine, so nobody should wait for this answer.
+        """
         names = sorted(topics)
         if not names:
-            return {}
+            return TopicIdsAnswer({}, clock)
         futures = self._admin.describe_topics(
             TopicCollection(names), request_timeout=self._timeout_s
         )
+        return TopicIdsAnswer(futures, clock)
+
+
+class TopicIdsAnswer:
+    """The answer to a topic-id question: ``answered_s`` (by ``clock``) once every topic's is in."""
+
+    def __init__(
+        self, futures: Mapping[str, concurrent.futures.Future[Any]], clock: Callable[[], float]
+    ) -> None:
+        self._futures = dict(futures)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._left = len(self._futures)
+        self.answered_s: float | None = clock() if not self._futures else None
+        """When the last topic's answer came (librdkafka's thread stamps it); None until then."""
+        for future in self._futures.values():
+            future.add_done_callback(self._one_done)
+
+    def _one_done(self, _: object) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self.answered_s = self._clock()
+
+    def ids(self) -> dict[str, str]:
+        """Topic -> id of each topic that exists (read once ``answered_s`` is set)."""
         ids = {}
-        for name, future in futures.items():
+        for name, future in sorted(self._futures.items()):
             try:
-                ids[name] = str(future.result(timeout=self._timeout_s).topic_id)
-            except KafkaException:
-                continue  # gone (or not authorized): nothing to compare
-            except concurrent.futures.TimeoutError:
-                raise timed_out(f"describing topics {names}", self._timeout_s) from None
+                ids[name] = str(future.result(timeout=0).topic_id)
+            except (KafkaException, concurrent.futures.TimeoutError):
+                continue  # gone (or not authorized, or not answered): nothing to compare
         return ids
 
 

@@ -12,6 +12,7 @@ from client_balance._kafka import (
     AdminClient,
     PartitionLayout,
     TopicIds,
+    TopicIdsAnswer,
     Watermarks,
     topic_layouts,
     topics_metadata,
@@ -45,11 +46,12 @@ class MetaCache:
         self,
         topics: Mapping[str, object],
         query: Callable[[], Any],
-        topic_ids: Callable[[Iterable[str]], dict[str, str]],
+        topic_ids: Callable[[Iterable[str], Callable[[], float]], TopicIdsAnswer],
         watermarks: Callable[[Iterable[TopicPartition]], dict[TopicPartition, tuple[int, int]]],
         *,
         clock: Callable[[], float] = time.monotonic,
         warm: Callable[[], object] | None = None,
+        ids_timeout_s: float = 10.0,
     ) -> None:
         self._watermarks = watermarks
         self._marks: dict[TopicPartition, tuple[int, int]] = {}
@@ -59,6 +61,8 @@ class MetaCache:
         self._topic_ids = topic_ids
         self._ids: dict[str, str] = {}
         self._ids_due_s = 0.0
+        self._ids_asked: tuple[float, TopicIdsAnswer] | None = None
+        self._ids_timeout_s = ids_timeout_s
         self._clock = clock
         self._lock = threading.Lock()
         self._meta: dict[TopicPartition, PartitionMeta] = {}
@@ -117,22 +121,40 @@ class MetaCache:
     def recreated_topics(self) -> set[str]:
         """Topics whose id changed since the last check: deleted and created again.
 
-        Their partitions count as first seen now. The first check only records the ids. A
-        check takes at most a tenth of the time: one that took ``t`` seconds (describing
-        100,000 partitions takes seconds) is not made again for ``9 t``. One that fails is
-        logged and made again later; a topic created again also shows as a position beyond
-        the end of its log (``_retention``).
+        Their partitions count as first seen now. The first check only records the ids. The
+        question is sent by one call and its answer read by a later one, so a round never
+        waits for it: describing 100,000 partitions took over 10 s, the whole round's time. A
+        check takes at most a tenth of the time: one answered in ``t`` seconds is not asked
+        again for ``9 t``. One not answered within ``ids_timeout_s`` is logged and asked again
+        later; a topic created again also shows as a position beyond the end of its log
+        (``_retention``).
         """
-        began = self._clock()
-        if began < self._ids_due_s:
-            return set()
-        try:
-            ids = self._topic_ids(self._topics)
-        except ClientBalanceError as error:
-            _log.warning("could not check the topics' ids", error=str(error))
-            ids = {}
-        ended = self._clock()
-        self._ids_due_s = ended + _CHECK_SHARE * (ended - began)
+        now = self._clock()
+        recreated: set[str] = set()
+        if self._ids_asked is not None:
+            began, answer = self._ids_asked
+            answered_s = answer.answered_s
+            if answered_s is None:
+                if now - began < self._ids_timeout_s:
+                    return set()
+                _log.warning(
+                    "could not check the topics' ids",
+                    error=f"no answer within {self._ids_timeout_s:g} s",
+                )
+                self._ids_asked = None
+                self._ids_due_s = now + _CHECK_SHARE * (now - began)
+                return set()
+            self._ids_asked = None
+            self._ids_due_s = answered_s + _CHECK_SHARE * max(answered_s - began, 0.0)
+            recreated = self._compare_ids(answer.ids())
+        if now >= self._ids_due_s:
+            try:
+                self._ids_asked = (now, self._topic_ids(self._topics, self._clock))
+            except ClientBalanceError as error:
+                _log.warning("could not check the topics' ids", error=str(error))
+        return recreated
+
+    def _compare_ids(self, ids: Mapping[str, str]) -> set[str]:
         recreated = {t for t, topic_id in ids.items() if self._ids.get(t, topic_id) != topic_id}
         self._ids.update(ids)
         if recreated:
@@ -163,7 +185,7 @@ class MetaCache:
         names = sorted(topics)
         return cls(
             topics, lambda: topics_metadata(admin, names, timeout_s), TopicIds(*cluster),
-            Watermarks(*cluster), warm=lambda: query(names),
+            Watermarks(*cluster), warm=lambda: query(names), ids_timeout_s=timeout_s,
         )  # fmt: skip
 
     def with_watermarks(

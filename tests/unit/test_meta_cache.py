@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any, cast
 
-from client_balance._kafka import AdminClient
+from client_balance._kafka import AdminClient, TopicIdsAnswer
 from client_balance.consumer._meta import MetaCache
-from client_balance.errors import KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -28,7 +28,7 @@ def test_the_first_refresh_after_a_prefetch_takes_the_prefetched_set() -> None:
         asked.append("asked")
         return _metadata(len(asked) + 1)
 
-    meta = MetaCache({"orders": None}, query, lambda topics: {}, lambda partitions: {})
+    meta = MetaCache({"orders": None}, query, _Ids([0.0]), lambda partitions: {})
     meta.prefetch()
     meta.refresh(max_age_s=0.0)
     assert asked == ["asked"]
@@ -75,34 +75,62 @@ def test_the_fetching_client_is_asked_only_when_partitions_or_leaders_change() -
     assert fetching == [["orders"], ["orders"]]
 
 
-class _SlowIds:
-    """Topic ids that take ``took_s`` of a fake clock to describe, or fail with a timeout."""
+class _Ids:
+    """Topic ids described through real futures, answered when the test says, on a fake clock.
 
-    def __init__(self, clock: list[float], took_s: float) -> None:
-        self.clock, self.took_s, self.asked, self.fail = clock, took_s, 0, False
+    Called the old way (no clock), it answers at once, after advancing the clock by ``took_s``:
+    a round that waits for the description spends that time.
+    """
 
-    def __call__(self, topics: object) -> dict[str, str]:
+    def __init__(self, clock: list[float], took_s: float = 0.0) -> None:
+        self.clock, self.took_s, self.asked = clock, took_s, 0
+        self.futures: list[Future[Any]] = []
+
+    def __call__(self, topics: object, clock: Callable[[], float] | None = None) -> Any:
         self.asked += 1
-        self.clock[0] += self.took_s
-        if self.fail:
-            raise KafkaClientError(
-                "describing topics timed out",
-                kafka_code=-185,
-                kafka_name="_TIMED_OUT",
-                retriable=True,
-            )
-        return {"orders": "id-1"}
+        if clock is None:  # the check before it was asynchronous
+            self.clock[0] += self.took_s
+            return {"orders": "id-1"}
+        future: Future[Any] = Future()
+        self.futures.append(future)
+        return TopicIdsAnswer({"orders": future}, clock)
+
+    def answer(self, topic_id: str, after_s: float = 0.0) -> None:
+        self.clock[0] += after_s
+        self.futures[-1].set_result(SimpleNamespace(topic_id=topic_id))
+
+
+def _meta_with(ids: _Ids, now: list[float]) -> MetaCache:
+    return MetaCache(
+        {"orders": None}, lambda: None, ids, lambda partitions: {}, clock=lambda: now[0],
+        ids_timeout_s=10.0,
+    )  # fmt: skip
+
+
+def test_a_round_never_waits_for_the_topic_id_answer() -> None:
+    """Seen at 100,000 partitions: the round waited 10 s for it; now a later round reads it."""
+    now = [0.0]
+    ids = _Ids(now, took_s=12.0)
+    meta = _meta_with(ids, now)
+    assert meta.recreated_topics() == set()
+    assert (ids.asked, now[0]) == (1, 0.0)  # asked, and no time spent waiting
+    assert meta.recreated_topics() == set()  # not answered yet: nothing to compare
+    ids.answer("id-1", after_s=1.0)
+    assert meta.recreated_topics() == set()  # the first answer only records the ids
+    now[0] += 9.0
+    assert meta.recreated_topics() == set()
+    assert ids.asked == 2
+    ids.answer("id-2", after_s=0.5)  # deleted and created again meanwhile
+    assert meta.recreated_topics() == {"orders"}
 
 
 def test_the_topic_id_check_takes_at_most_a_tenth_of_the_time() -> None:
-    """A check that took 2 s is not made again for 18 s (100,000 partitions take seconds)."""
+    """A check answered in 2 s is not made again for 18 s (100,000 partitions take seconds)."""
     now = [0.0]
-    ids = _SlowIds(now, took_s=2.0)
-    meta = MetaCache(
-        {"orders": None}, lambda: None, ids, lambda partitions: {}, clock=lambda: now[0]
-    )
-    assert meta.recreated_topics() == set()
-    assert ids.asked == 1
+    ids = _Ids(now)
+    meta = _meta_with(ids, now)
+    meta.recreated_topics()
+    ids.answer("id-1", after_s=2.0)
     now[0] += 17.0
     assert meta.recreated_topics() == set()
     assert ids.asked == 1
@@ -111,16 +139,17 @@ def test_the_topic_id_check_takes_at_most_a_tenth_of_the_time() -> None:
     assert ids.asked == 2
 
 
-def test_a_topic_id_check_that_times_out_does_not_fail_the_round() -> None:
-    """Seen at 100,000 partitions: every round failed on describe_topics' timeout."""
+def test_a_topic_id_check_that_gets_no_answer_is_asked_again_later() -> None:
+    """No answer within the timeout: logged, and asked again after nine times that."""
     now = [0.0]
-    ids = _SlowIds(now, took_s=10.0)
-    ids.fail = True
-    meta = MetaCache(
-        {"orders": None}, lambda: None, ids, lambda partitions: {}, clock=lambda: now[0]
-    )
-    assert meta.recreated_topics() == set()
-    now[0] += 90.0
-    ids.fail = False
-    assert meta.recreated_topics() == set()
+    ids = _Ids(now)
+    meta = _meta_with(ids, now)
+    meta.recreated_topics()
+    now[0] += 10.0
+    assert meta.recreated_topics() == set()  # given up
+    now[0] += 89.0
+    meta.recreated_topics()
+    assert ids.asked == 1
+    now[0] += 1.0
+    meta.recreated_topics()
     assert ids.asked == 2

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_balance.membership import StatusReader, _log, claim_key, member_key
+from client_balance.membership._records import quoted_group
 from client_balance.membership._signing import RecordSigner
 from tests.unit.test_status_records import GROUP, P0, SECRET, encoded, report_fields
 from tests.unit.test_status_records import _Client as Client
@@ -16,37 +18,14 @@ from tests.unit.test_status_records import _Client as Client
 LOG_APPEND_TIME = 2
 
 
-class _Message:
-    """A record as librdkafka hands it to the reader."""
-
-    def __init__(
-        self, key: bytes | None, value: bytes | None, offset: int, stamp_ms: int, headers: Any
-    ) -> None:
-        self._key, self._value, self._offset = key, value, offset
-        self._stamp_ms, self._headers = stamp_ms, headers
-
-    def key(self) -> bytes | None:
-        """The record key."""
-        return self._key
-
-    def value(self) -> bytes | None:
-        """The record value."""
-        return self._value
-
-    def headers(self) -> Any:
-        """The record headers."""
-        return self._headers
-
-    def offset(self) -> int:
-        """Where it sits in the partition."""
-        return self._offset
-
-    def error(self) -> None:
-        """A record, not an event."""
-
-    def timestamp(self) -> tuple[int, int]:
-        """The broker's log-append time."""
-        return LOG_APPEND_TIME, self._stamp_ms
+def _record(
+    key: bytes | None, value: bytes | None, offset: int, stamp_ms: int, headers: Any
+) -> Message:
+    """A record as librdkafka hands it to the reader (stamped with the log-append time)."""
+    return Message(
+        topic="t", partition=0, offset=offset, key=key, value=value, headers=headers,
+        timestamp=(LOG_APPEND_TIME, stamp_ms),
+    )  # fmt: skip
 
 
 # One record: (whose group, member, kind, milliseconds after the previous record).
@@ -75,7 +54,7 @@ def _messages(records: list[tuple[str, str, str, int]], signer: RecordSigner | N
         if kind == "keyless":
             key = None
         headers = None if signer is None or key is None else signer.headers(key, value)
-        messages.append(_Message(key, value, offset, now_ms, headers))
+        messages.append(_record(key, value, offset, now_ms, headers))
     return messages
 
 
@@ -120,3 +99,44 @@ def test_an_idle_reader_lets_the_broker_hold_its_fetch(monkeypatch: pytest.Monke
     monkeypatch.setattr(_log, "reader_client", made)
     StatusReader("x:1", "t", 0, GROUP, kafka={}, timeout_s=1, follow=False).close()
     assert configs[0]["fetch.wait.max.ms"] >= 500
+
+
+def test_a_run_of_other_groups_records_is_passed_over_in_one_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A start's replay of 1,000 foreign records moves the state once, not once per record.
+
+    The reader thread holds the interpreter while it replays; record by record, that was the
+    longest stretch of Python of a start, which the start's other threads waited out.
+    """
+    foreign = [claim_key("other", P0, "a")] * 1_000
+    messages = [_record(key, b"{}", offset, 5_000 + offset, None) for offset, key in
+                enumerate(foreign)]  # fmt: skip
+    reader = _reader(monkeypatch, keep=False, secret=None)
+    steps: list[tuple[int, int]] = []
+    real = type(reader.state).pass_over
+
+    def counted(state: Any, offset: int, stamp: int) -> None:
+        steps.append((offset, stamp))
+        real(state, offset, stamp)
+
+    monkeypatch.setattr(type(reader.state), "pass_over", counted)
+    assert reader._apply_all(messages) is False
+    assert steps == [(999, 5_999)]
+    assert (reader.state.position, reader.state.last_ms) == (1_000, 5_999)
+
+
+def test_records_the_one_step_cannot_judge_take_the_loop() -> None:
+    """A keyless record, one stamped by its producer, or an event: record by record."""
+    mine, theirs = member_key(GROUP, "a"), claim_key("other", P0, "a")
+    quoted = quoted_group(GROUP)
+    plain = [_record(theirs, b"{}", 0, 1, None), _record(mine, None, 1, 2, None)]
+    assert _log._own_records(plain, quoted) == ([1], [0, 1], [1, 2])
+    keyless = [*plain, _record(None, b"{}", 2, 3, None)]
+    created = [*plain, Message(topic="t", partition=0, offset=2, key=theirs, timestamp=(1, 3))]
+    event = [*plain, Message(topic="t", partition=0, error=KafkaError(KafkaError._PARTITION_EOF))]
+    assert [_log._own_records(messages, quoted) for messages in (keyless, created, event)] == [
+        None,
+        None,
+        None,
+    ]

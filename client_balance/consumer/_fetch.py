@@ -88,7 +88,7 @@ class Fetcher:
         self._gate = ClientGate(on_wait=self._wake.set, on_release=self._notify)
         self.commits = Committer(  # also asked by the member whether its commits settled
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
-            held=self._states, may_commit=lambda: self.lease_ok(),  # noqa: PLW0108 - set later
+            held=self._states, may_commit=lambda: self.shelf.lease_ok(),  # noqa: PLW0108 - set later
         )  # fmt: skip
         self.starter = Starter(  # its ``admin`` is set once ``launch`` has made one
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
@@ -102,15 +102,6 @@ class Fetcher:
         self._fetch_errors = FetchErrors()
         self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
         self._thread.start()
-
-    @property
-    def lease_ok(self) -> Callable[[], bool]:
-        """No batch out, no commit while it says False (the member's lease may have lapsed)."""
-        return self.shelf.lease_ok
-
-    @lease_ok.setter
-    def lease_ok(self, check: Callable[[], bool]) -> None:
-        self.shelf.lease_ok = check
 
     def metadata(self, topics: Sequence[str]) -> Any:
         """Metadata of ``topics`` through this client (warm, and its cache learns)."""
@@ -232,6 +223,7 @@ class Fetcher:
             fetch = partial(self._fetch_once, min(left, _CALLER_CONSUME_WAIT_S), taken)
             if fetching and self._gate.try_fetch(fetch):
                 if taken:
+                    self._resume_if_drained(taken[0].partition)
                     return taken[0]
                 continue
             with self._lock:
@@ -277,6 +269,8 @@ class Fetcher:
         state = self._held.get(partition)
         if state is not None and self.shelf.drained(state):
             self._gate.submit(lambda: self._resume(state))
+        if self.starter.deferred:  # a batch went out: the rest of a claim may come (``_starts``)
+            self._gate.submit(self.starter.resume_deferred)
 
     def flush(self) -> None:
         """Commit every confirmed position not yet committed."""
@@ -309,6 +303,7 @@ class Fetcher:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
+            deferred_s = self.starter.deferred_wait_s(self._gate.call)
             with self._lock:
                 fetching = self.shelf.may_fetch()
             callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
@@ -316,7 +311,7 @@ class Fetcher:
                 if not self._gate.try_fetch(partial(self._fetch_once, _CONSUME_WAIT_S)):
                     self._wake.wait(_CONSUME_WAIT_S)
             else:
-                self._wake.wait(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S)
+                self._wake.wait(min(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S, deferred_s))
             self._wake.clear()
             self.commits.on_interval(self._gate.call, self.failures.store)
 

@@ -218,7 +218,7 @@ def launch(
         raise
     # No report now: the join report carries the pins already, and one written beside the first
     # round's claims would delay them; the round reports once it registered.
-    fetcher.lease_ok = status.lease_ok
+    fetcher.shelf.lease_ok = status.lease_ok
     if recorder.enabled:
         recorder.watch(lambda: _held_lags(fetcher))
     return Running(

@@ -19,12 +19,18 @@ default) of every partition it asks for, and librdkafka hands none of it out bef
 answer is parsed: eight partitions with a backlog took 12 ms to the first message on an idle
 machine, and 60 ms on a busy one, where one partition takes 3 ms. A share with nothing to read
 is assigned whole, so that its fetch waits for the first new message.
+
+At the claim, the rest of a share whose first partition is being fetched already is assigned
+paused (``deferred``), and resumed once the first batch is out or ``DEFERRED_MAX_S`` passed: its
+backlog (a megabyte a partition) would otherwise be fetched and parsed just while that batch is
+handed out, on the same two cores and the same queue.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,7 +41,14 @@ from client_balance.consumer._commits import Committer
 from client_balance.consumer._shelf import Shelf
 from client_balance.keys import TopicPartition
 
-__all__ = ["AHEAD_WAIT_S", "StartChooser", "StartCommit", "StartRules", "Starter"]
+__all__ = [
+    "AHEAD_WAIT_S",
+    "DEFERRED_MAX_S",
+    "StartChooser",
+    "StartCommit",
+    "StartRules",
+    "Starter",
+]
 
 _log = get_logger("fetch")
 
@@ -53,6 +66,8 @@ class StartCommit(enum.Enum):
 
 StartChooser = Callable[[TopicPartition, "int | None", int, int], tuple[int, StartCommit]]
 """(partition, committed or None, low, high) -> (start offset, how it is committed)."""
+DEFERRED_MAX_S = 0.05
+"""The rest of a share assigned paused at its claim waits at most this for the first batch."""
 AHEAD_WAIT_S = 1.0
 """At most this for the queries of fetching ahead: on a healthy cluster they take milliseconds."""
 Requests = Mapping[TopicPartition, "frozenset[str] | None"]
@@ -119,6 +134,10 @@ class Starter:
         """Asks the watermarks while the client fetches anything (``read_starts``)."""
         self._read_committed_only = isolation != "read_uncommitted"
         """The client's ``isolation.level``: the log's end is asked as it reads it."""
+        self.deferred: list[HeldPartition] = []
+        """Assigned paused at a claim until the first batch is out (module docstring)."""
+        self.deferred_since_s = 0.0
+        """Monotonic time of the latest deferral."""
 
     def ahead(self, wanted: Requests, choose_start: StartChooser) -> None:
         """Fetch ``wanted`` before it is claimed (module docstring); ``hold`` adopts it.
@@ -147,6 +166,7 @@ class Starter:
         fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
         with self._lock:  # those only read ahead are assigned with the fresh ones, after the commit
             states = [s for s in kept.values() if self._held.get(s.partition) is not s]
+        fetching = len(states) < len(kept)  # a partition fetched ahead is assigned already
         for state, how in self._read(fresh, choose_start, self._timeout_s, ahead=False):
             states.append(state)
             to_commit.append((state, how))
@@ -156,7 +176,7 @@ class Starter:
         with self._lock:
             for state in kept.values():
                 state.fetched_ahead = None
-        self._assign(states)
+        self._assign(states, deferred=fetching)
         self._commits.send([state for state, how in to_commit if how is StartCommit.SENT])
         return {state.partition: state.confirmed for state in [*kept.values(), *states]}
 
@@ -224,18 +244,53 @@ class Starter:
             self.forget(assigned)
         return kept, to_commit
 
-    def _assign(self, states: Sequence[HeldPartition]) -> None:
+    def _assign(self, states: Sequence[HeldPartition], *, deferred: bool = False) -> None:
         if not states:
             return
         with self._lock:
             for state in states:
                 self._held[state.partition] = state
+                state.paused = deferred
+            if deferred:
+                self.deferred.extend(states)
+                self.deferred_since_s = time.monotonic()
         assigned = [kafka_tp(s.partition, s.confirmed) for s in states]
         self._shelf.topics_assigned.update(s.partition.topic for s in states)
+        if deferred:
+            # Paused before the assign, which keeps the pause: no fetch of them starts until
+            # ``resume_deferred``.
+            self._consumer.pause(assigned)
+            self._consumer.incremental_assign(assigned)
+            shown = [str(state.partition) for state in states]
+            _log.debug("held paused until the first batch", partitions=shown)
+            return
         self._consumer.incremental_assign(assigned)
         # librdkafka keeps a partition's pause across unassign and assign: one paused (full
         # buffer) when it was last released would never be fetched again.
         self._consumer.resume(assigned)
+
+    def resume_deferred(self) -> None:
+        """Let the partitions assigned paused at a claim be fetched (under the client lock)."""
+        with self._lock:
+            states, self.deferred = self.deferred, []
+            states = [s for s in states if s.paused and self._held.get(s.partition) is s]
+            for state in states:
+                state.paused = False
+        if states:
+            self._consumer.resume([kafka_tp(state.partition) for state in states])
+
+    def deferred_wait_s(self, call: Callable[[Callable[[], None]], None]) -> float:
+        """Seconds until the deferred partitions are resumed anyway (inf: none are deferred).
+
+        Once that time has come, they are resumed now, through ``call`` (the client lock).
+        """
+        if not self.deferred:
+            return float("inf")
+        left_s = self.deferred_since_s + DEFERRED_MAX_S - time.monotonic()
+        if left_s <= 0:  # no batch went out meanwhile
+            call(self.resume_deferred)
+            return float("inf")
+        return left_s
 
 
 def _first_to_fetch(states: Sequence[HeldPartition]) -> list[HeldPartition]:

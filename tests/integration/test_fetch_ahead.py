@@ -95,3 +95,33 @@ def test_a_node_claims_its_share_in_the_write_of_its_join(
     assert [at for *_, at in first_claims] == [(offset + n, stamp_ms) for n in range(1, 5)]
     claims = [record for record in mine if record[0] == "claim" and record[2] is not None]
     assert len(claims) == 4  # none written again by the round that registered them
+
+
+def test_the_rest_of_a_share_assigned_paused_at_the_claim_is_read_whole(
+    caplog: pytest.LogCaptureFixture,
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A node of one: one partition fetched ahead, the other seven paused until its first batch.
+
+    On a real broker the pause made before the assign holds, and the resume lets every
+    partition be read from offset 0 to its end, each message once (consumer/_starts.py).
+    """
+    topic = new_topic(partitions=8)
+    produce(kafka_bootstrap, topic, 8 * 300, partitions=8)
+    node = make_member(batch_max_messages=100)
+    with caplog.at_level(logging.DEBUG, logger="client_balance.fetch"):
+        node.start([topic], 1, 0)
+        wait_until(lambda: len(node.registered_partitions()) == 8, 30, "all eight registered")
+    paused = [r for r in caplog.records if r.getMessage() == "held paused until the first batch"]
+    assert len(paused) == 1
+    offsets: dict[int, list[int]] = {partition: [] for partition in range(8)}
+    try:
+        while sum(map(len, offsets.values())) < 8 * 300:
+            batch = node.get_message(timeout_s=30)
+            offsets[batch.partition] += [m.offset() or 0 for m in batch.messages]
+            node.confirm(batch.confirm_context)
+    finally:
+        node.shutdown()
+    assert offsets == {partition: list(range(300)) for partition in range(8)}

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from client_balance.consumer import _fetch, _starts
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._commits import Committer
+from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._shelf import Shelf
-from client_balance.consumer._starts import Starter, StartRules
+from client_balance.consumer._starts import DEFERRED_MAX_S, Starter, StartRules
 from client_balance.keys import RESUME_OFFSET, TopicPartition
+from client_balance.settings import ClientBalanceSettings
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 LOW, HIGH = 0, 100
@@ -34,6 +39,10 @@ class _Client:
         self.watermark_queries = 0
         self.highs: dict[int, int] = {}
         """Log ends other than HIGH, by partition."""
+        self.paused: list[int] = []
+        self.resumed: list[int] = []
+        self.calls: list[tuple[str, int]] = []
+        """Assigns, pauses and resumes in the order they were made."""
 
     def offsets_for_times(self, partitions: list[Any], timeout: float) -> list[Any]:
         """The log start for OFFSET_BEGINNING (-2), the end for OFFSET_END (-1)."""
@@ -59,13 +68,21 @@ class _Client:
     def incremental_assign(self, partitions: list[Any]) -> None:
         """Noted."""
         self.assigned += [(tp.partition, tp.offset) for tp in partitions]
+        self.calls += [("assign", tp.partition) for tp in partitions]
 
     def incremental_unassign(self, partitions: list[Any]) -> None:
         """Noted."""
         self.unassigned += [tp.partition for tp in partitions]
 
+    def pause(self, partitions: list[Any]) -> None:
+        """Noted, in order with the assigns."""
+        self.paused += [tp.partition for tp in partitions]
+        self.calls += [("pause", tp.partition) for tp in partitions]
+
     def resume(self, partitions: list[Any]) -> None:
-        """Nothing to do."""
+        """Noted, in order with the assigns."""
+        self.resumed += [tp.partition for tp in partitions]
+        self.calls += [("resume", tp.partition) for tp in partitions]
 
     def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
         """Noted, and taken as the group's committed offsets."""
@@ -187,6 +204,46 @@ def test_only_the_partition_with_most_to_read_is_assigned_ahead() -> None:
     assert all(state.fetched_ahead is None for state in held.values())
 
 
+def test_the_rest_of_a_share_is_assigned_paused_until_the_first_batch_is_out() -> None:
+    """T0 fetched ahead: T1 is paused before its assign (no fetch starts) and resumed later.
+
+    Fetching its backlog beside T0's first batch had librdkafka parse a megabyte a partition
+    just while that batch was handed out.
+    """
+    starter, client, held = _starter()
+    client.highs[1] = 60
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    starter.hold({T0: None, T1: None}, _rules(T0, T1))
+    assert client.calls == [("assign", 0), ("resume", 0), ("pause", 1), ("assign", 1)]
+    assert (held[T1].paused, starter.deferred, held[T0].paused) == (True, [held[T1]], False)
+    assert 0 < starter.deferred_wait_s(lambda action: action()) <= DEFERRED_MAX_S
+    starter.resume_deferred()
+    assert client.calls[-1] == ("resume", 1)
+    assert (held[T1].paused, starter.deferred) == (False, [])
+    assert starter.deferred_wait_s(lambda action: action()) == float("inf")
+
+
+def test_a_claim_with_nothing_fetched_ahead_assigns_and_resumes_at_once() -> None:
+    """No partition fetched ahead (a callback's or a pin's): nothing is deferred."""
+    starter, client, held = _starter()
+    starter.hold({T0: None, T1: None}, _rules(T0, T1))
+    assert client.paused == []
+    assert sorted(client.resumed) == [0, 1]
+    assert starter.deferred == []
+    assert not held[T1].paused
+
+
+def test_a_deferred_partition_released_meanwhile_is_not_resumed() -> None:
+    """Resuming skips what is no longer held (released, or lost)."""
+    starter, client, held = _starter()
+    client.highs[1] = 60
+    starter.ahead({T0: None, T1: None}, _rules(T0, T1))
+    starter.hold({T0: None, T1: None}, _rules(T0, T1))
+    del held[T1]
+    starter.resume_deferred()
+    assert client.resumed == [0]
+
+
 def test_a_partition_read_ahead_whose_commit_moved_starts_where_it_now_should() -> None:
     """Another member committed meanwhile: the start read ahead is not used, nor unassigned."""
     starter, client, _held = _starter()
@@ -267,3 +324,76 @@ def test_starts_are_asked_through_the_admin_client_once_the_consumer_fetches() -
     assert starter.hold({T1: None}, _rules(T1)) == {T1: LOW}
     assert (client.watermark_queries, admin.asked) == (2, [[1], [1]])
     assert held[T1].high == HIGH
+
+
+class _FetchingClient(_Client):
+    """``_Client`` whose consume() hands out T0's backlog (10 messages) once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.highs.update({0: 10, 1: 5})
+        self._backlog = _run(0, range(10))
+        self._lock = threading.Lock()
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        """What is left of the backlog, up to ``num_messages``."""
+        with self._lock:
+            taken, self._backlog = self._backlog[:num_messages], self._backlog[num_messages:]
+        if not taken:
+            time.sleep(min(timeout, 0.005))
+        return taken
+
+    def __getattr__(self, name: str) -> Any:  # close, list_topics, ...
+        return lambda *args, **kwargs: None
+
+
+def _claimed_fetcher(monkeypatch: pytest.MonkeyPatch) -> tuple[Fetcher, _FetchingClient]:
+    """A Fetcher that fetched T0 ahead and then held T0 and T1 (T1 deferred)."""
+    client = _FetchingClient()
+    monkeypatch.setattr(_fetch, "fetch_client", lambda *args: client)
+    monkeypatch.setattr(
+        _starts, "read_starts",
+        lambda consumer, wanted, timeout, **_: (
+            {tp: (LOW, client.highs[tp.partition]) for tp in wanted}, {}
+        ),
+    )  # fmt: skip
+    monkeypatch.setattr(_starts, "read_committed", lambda consumer, partitions, timeout: {})
+    made = Fetcher(ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g"))
+    made.fetch_ahead({T0: None, T1: None}, _rules(T0, T1))
+    made.hold({T0: None, T1: None}, _rules(T0, T1))
+    made.announce([T0, T1])
+    assert client.paused == [1]
+    return made, client
+
+
+def _resumed_within(client: _Client, partition: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while partition not in client.resumed and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return partition in client.resumed
+
+
+def test_the_first_batch_out_lets_the_deferred_rest_be_fetched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """get_message's first batch (T0's) resumes T1, well before the deadline."""
+    made, client = _claimed_fetcher(monkeypatch)
+    try:
+        batch = made.take_batch(timeout_s=5.0)
+        assert not isinstance(batch, int)
+        assert batch.partition == T0
+        assert _resumed_within(client, 1, timeout_s=DEFERRED_MAX_S / 2)
+    finally:
+        made.close(0.0)
+
+
+def test_the_deferred_rest_is_fetched_after_the_deadline_without_a_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nobody takes a batch: the fetch thread resumes T1 once DEFERRED_MAX_S has passed."""
+    made, client = _claimed_fetcher(monkeypatch)
+    try:
+        assert 1 not in client.resumed
+        assert _resumed_within(client, 1, timeout_s=5.0)
+    finally:
+        made.close(0.0)

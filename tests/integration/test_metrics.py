@@ -22,6 +22,13 @@ from tests.integration.test_consumer import committed_offset
 from tests.integration.workers import highs, produce, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+CTRL_C_ANSWERED = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('client_balance', run_name='__main__', alter_sys=True)"
+)
+"""``python -m client_balance`` with Ctrl-C answered as at a terminal: a suite started as a
+background job (``make test &``) hands its children SIGINT ignored, and the exporter then never
+saw the test's Ctrl-C."""
 PARTITIONS = 3
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -169,7 +176,7 @@ def test_the_exporter_serves_a_groups_lag_until_interrupted(
     assert sum(broker.values()) == 300 - consumed
 
     exporter = subprocess.Popen(
-        [sys.executable, "-m", "client_balance", "exporter", "--group", group,
+        [sys.executable, "-c", CTRL_C_ANSWERED, "exporter", "--group", group,
          "--bootstrap-servers", kafka_bootstrap, "--port", "0"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
         stderr=subprocess.PIPE, text=True,

@@ -287,12 +287,11 @@ class StatusReader:
         and so does a reader with a secret: a record signed with it moves the clock, one not
         signed does not, and telling which takes the signature's check.
         """
-        if self.records is None and not self._gate.verifies:
-            own = _own_records(messages, self._quoted)
-            if own is not None:
-                return self._pass_over_runs(messages, *own)
-        state = self.state
         passing = self.records is None and not self._gate.verifies
+        own = _own_records(messages, self._quoted) if passing else None
+        if own is not None:
+            return self._pass_over_runs(messages, *own)
+        state = self.state
         changed = passed = False
         for message in messages:
             offset = message.offset()

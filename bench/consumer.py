@@ -20,7 +20,11 @@ the SDK's own overhead. The peer's process imports confluent-kafka only, never t
 SDK's modules are objects that every full garbage collection of the process walks. The
 ``-gc-frozen`` cases tell that walk apart from the rest of the overhead: both sides call
 ``gc.freeze()`` once their consumer is set up, so that nothing made before the loop (imported
-modules, clients) is walked again.
+modules, clients) is walked again. The same-settings cases of 100-byte messages also time a
+third side, alternating with the two: the raw loop in a process that has imported
+``client_balance`` and uses nothing of it (``peer_sdk_imported``). Its rate over the raw
+loop's (``sdk_import_share``) is what the SDK's modules alone cost the raw loop, and ours
+over it (``ratio_to_peer_sdk_imported``) is what remains: the SDK's own work per batch.
 The rate is counted from the first batch in hand to the last message in hand, so neither
 side's start-up counts (the raw consumer spends about 0.5 s resolving ``OFFSET_BEGINNING``);
 ``ours_incl_start``/``peer_incl_start`` are the rates from constructing the consumer on.
@@ -121,6 +125,16 @@ class Case:
     """Throughput: messages of this case (None: ``--messages``)."""
     gc_frozen: bool = False
     """Throughput: both sides call ``gc.freeze()`` once their consumer is set up."""
+
+    @property
+    def times_sdk_imported_peer(self) -> bool:
+        """Whether the raw loop is also timed in a process that imported the SDK (docstring)."""
+        return (
+            self.group == "throughput"
+            and self.kafka == SAME_SETTINGS
+            and self.size is None
+            and not self.gc_frozen
+        )
 
     @property
     def name(self) -> str:
@@ -240,6 +254,13 @@ def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
     return done
 
 
+def throughput_peer_sdk_imported(args: argparse.Namespace) -> dict[str, Any]:
+    """The raw loop of :func:`throughput_peer` in a process that has imported the SDK."""
+    import client_balance  # noqa: F401, PLC0415 - its modules are what this side measures
+
+    return throughput_peer(args)
+
+
 def _freeze_if(args: argparse.Namespace) -> None:
     """With ``--gc-freeze``: every object made so far leaves the collector's full walks."""
     if args.gc_freeze:
@@ -308,6 +329,7 @@ def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
 WORKERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "throughput-ours": throughput_ours,
     "throughput-peer": throughput_peer,
+    "throughput-peer-sdk-imported": throughput_peer_sdk_imported,
     "first-message-ours": first_message_ours,
     "first-message-peer": first_message_peer,
 }
@@ -399,11 +421,12 @@ Runs = list[dict[str, Any]]
 
 def alternate(
     args: argparse.Namespace, bootstrap: str, topic: str, case: Case, *, warmup: int
-) -> tuple[Runs, Runs, Runs, Runs]:
+) -> tuple[Runs, Runs, Runs, Runs, Runs]:
     """``warmup`` untimed runs of both sides, then ``--runs`` alternating runs of each.
 
-    Returns our timed runs, the peer's, and the warm-up runs of each (kept for the line: what
-    a cold broker costs is shown, not hidden).
+    Returns our timed runs, the peer's, the warm-up runs of each (kept for the line: what
+    a cold broker costs is shown, not hidden), and the timed runs of the raw loop with the SDK
+    imported, taken in turn with the others (empty unless ``times_sdk_imported_peer``).
     """
     kind = "throughput" if case.group == "throughput" else "first-message"
     ours, peer = f"{kind}-ours", f"{kind}-peer"
@@ -411,11 +434,14 @@ def alternate(
     for _ in range(warmup):
         peer_warmups.append(run_worker(peer, args, bootstrap, topic, case))
         our_warmups.append(run_worker(ours, args, bootstrap, topic, case))
-    our_runs, peer_runs = [], []
+    our_runs, peer_runs, imported_runs = [], [], []
     for _ in range(args.runs):
         our_runs.append(run_worker(ours, args, bootstrap, topic, case))
         peer_runs.append(run_worker(peer, args, bootstrap, topic, case))
-    return our_runs, peer_runs, our_warmups, peer_warmups
+        if case.times_sdk_imported_peer:
+            imported = "throughput-peer-sdk-imported"
+            imported_runs.append(run_worker(imported, args, bootstrap, topic, case))
+    return our_runs, peer_runs, our_warmups, peer_warmups, imported_runs
 
 
 def peer_name() -> str:
@@ -437,7 +463,9 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
     topic = f"bench-throughput-{messages}x{size}b-{args.partitions}p"
     produce_s = produce(bootstrap, topic, args.partitions, messages, size)
     load_before = _load()
-    our_runs, peer_runs, _, _ = alternate(args, bootstrap, topic, case, warmup=args.warmup)
+    our_runs, peer_runs, _, _, imported_runs = alternate(
+        args, bootstrap, topic, case, warmup=args.warmup
+    )
     ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
     return {
         "bench": BENCH,
@@ -472,9 +500,23 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "peer_rss_runs": [round(run["rss_mb"]) for run in peer_runs],
         "ours_rss_base_mb": round(_median(our_runs, "rss_base_mb")),
         "peer_rss_base_mb": round(_median(peer_runs, "rss_base_mb")),
+        **_sdk_imported_fields(ours, peer, imported_runs),
         "produce_s": round(produce_s, 1),
         "librdkafka": confluent_kafka.libversion()[0],
         "load": [load_before, _load()],
+    }
+
+
+def _sdk_imported_fields(ours: float, peer: float, imported_runs: Runs) -> dict[str, Any]:
+    """The raw loop with the SDK imported, and the two shares of the gap it tells apart."""
+    if not imported_runs:
+        return {}
+    imported = _median(imported_runs, "rate")
+    return {
+        "peer_sdk_imported": round(imported),
+        "peer_sdk_imported_runs": [round(run["rate"]) for run in imported_runs],
+        "sdk_import_share": round(imported / peer, 3),
+        "ratio_to_peer_sdk_imported": round(ours / imported, 3),
     }
 
 
@@ -501,7 +543,7 @@ def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> d
     topic = f"bench-{case.group}-{backlog}x{args.size}b-{args.partitions}p"
     produce(bootstrap, topic, args.partitions, backlog * args.partitions, args.size)
     load_before = _load()
-    our_runs, peer_runs, our_warmups, peer_warmups = alternate(
+    our_runs, peer_runs, our_warmups, peer_warmups, _ = alternate(
         args, bootstrap, topic, case, warmup=args.start_warmup
     )
     ours, peer = _median(our_runs, "seconds"), _median(peer_runs, "seconds")

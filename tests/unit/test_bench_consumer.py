@@ -1,0 +1,66 @@
+"""bench/consumer.py: which lines time the raw loop with the SDK imported, and what they say."""
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+CONSUMER_BENCH = Path(__file__).resolve().parents[2] / "bench" / "consumer.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """bench/consumer.py loaded as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("bench_consumer", CONSUMER_BENCH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_the_same_settings_lines_time_the_raw_loop_with_the_sdk_imported(
+    bench: ModuleType,
+) -> None:
+    """The third side runs beside the two 100-byte same-settings lines, and nowhere else."""
+    cases = bench.plan(argparse.Namespace(kafka=None, batch=None))
+    timed = [case.name for case in cases if case.times_sdk_imported_peer]
+    assert timed == [
+        "throughput-batch1000-fetch.queue.backoff.ms=10",
+        "throughput-batch5000-fetch.queue.backoff.ms=10",
+    ]
+    assert "throughput-peer-sdk-imported" in bench.WORKERS
+
+
+def test_the_sdk_imported_fields_split_the_gap_into_its_two_shares(bench: ModuleType) -> None:
+    """The import's share is imported/raw; what remains is ours/imported; none without runs."""
+    runs = [{"rate": 900.0}, {"rate": 950.0}, {"rate": 1000.0}]
+    fields = bench._sdk_imported_fields(ours=855.0, peer=1000.0, imported_runs=runs)
+    assert fields == {
+        "peer_sdk_imported": 950,
+        "peer_sdk_imported_runs": [900, 950, 1000],
+        "sdk_import_share": 0.95,
+        "ratio_to_peer_sdk_imported": 0.9,
+    }
+    assert bench._sdk_imported_fields(ours=1.0, peer=1.0, imported_runs=[]) == {}
+
+
+def test_the_raw_loops_process_does_not_import_the_sdk() -> None:
+    """Loading the bench script leaves client_balance out: the raw side carries none of it."""
+    probe = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('b', {str(CONSUMER_BENCH)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['b'] = module\n"
+        "spec.loader.exec_module(module)\n"
+        "print(sorted(name for name in sys.modules if name.startswith('client_balance')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

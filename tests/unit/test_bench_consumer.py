@@ -1,7 +1,6 @@
 """bench/consumer.py: which lines time the raw loop with the SDK imported, and what they say."""
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -9,19 +8,15 @@ from types import ModuleType
 
 import pytest
 
-CONSUMER_BENCH = Path(__file__).resolve().parents[2] / "bench" / "consumer.py"
+from tests.bench_scripts import load_bench_script
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
     """bench/consumer.py loaded as a module (it is a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("bench_consumer", CONSUMER_BENCH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("consumer")
 
 
 def test_only_the_same_settings_lines_time_the_raw_loop_with_the_sdk_imported(
@@ -53,11 +48,10 @@ def test_the_sdk_imported_fields_split_the_gap_into_its_two_shares(bench: Module
 def test_the_raw_loops_process_does_not_import_the_sdk() -> None:
     """Loading the bench script leaves client_balance out: the raw side carries none of it."""
     probe = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('b', {str(CONSUMER_BENCH)!r})\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "sys.modules['b'] = module\n"
-        "spec.loader.exec_module(module)\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from tests.bench_scripts import load_bench_script\n"
+        "load_bench_script('consumer')\n"
         "print(sorted(name for name in sys.modules if name.startswith('client_balance')))\n"
     )
     result = subprocess.run(

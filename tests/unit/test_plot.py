@@ -1,6 +1,5 @@
 """bench/plot.py: benchmark JSON lines in, PNG charts out (on a small sample of each format)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -9,6 +8,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.bench_scripts import load_bench_script
 
 PLOT = Path(__file__).resolve().parents[2] / "bench" / "plot.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,13 +62,7 @@ def _lines(*groups: list[dict[str, Any]]) -> str:
 @pytest.fixture(scope="module")
 def plot() -> ModuleType:
     """bench/plot.py as a module (bench/ is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_plot", PLOT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("plot")
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

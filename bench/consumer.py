@@ -110,6 +110,8 @@ FIRST_MESSAGE_PEERS = {
 }
 """The peer's ``group.protocol`` in the first-message cases -> the ``peer_mode`` of the line."""
 WORKER_TIMEOUT_S = 600.0
+SDK_IMPORTED_PEER = "throughput-peer-sdk-imported"
+"""The worker of the raw loop in a process that has imported the SDK (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -329,7 +331,7 @@ def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
 WORKERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "throughput-ours": throughput_ours,
     "throughput-peer": throughput_peer,
-    "throughput-peer-sdk-imported": throughput_peer_sdk_imported,
+    SDK_IMPORTED_PEER: throughput_peer_sdk_imported,
     "first-message-ours": first_message_ours,
     "first-message-peer": first_message_peer,
 }
@@ -439,8 +441,7 @@ def alternate(
         our_runs.append(run_worker(ours, args, bootstrap, topic, case))
         peer_runs.append(run_worker(peer, args, bootstrap, topic, case))
         if case.times_sdk_imported_peer:
-            imported = "throughput-peer-sdk-imported"
-            imported_runs.append(run_worker(imported, args, bootstrap, topic, case))
+            imported_runs.append(run_worker(SDK_IMPORTED_PEER, args, bootstrap, topic, case))
     return our_runs, peer_runs, our_warmups, peer_warmups, imported_runs
 
 

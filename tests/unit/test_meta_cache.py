@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -153,3 +154,47 @@ def test_a_topic_id_check_that_gets_no_answer_is_asked_again_later() -> None:
     now[0] += 1.0
     meta.recreated_topics()
     assert ids.asked == 2
+
+
+def test_a_refresh_that_finds_nothing_moved_keeps_the_set_as_it_is() -> None:
+    """Same partitions and leaders: the very same entries, not a set built again."""
+    admin = _Admin([1, 2])
+    settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="orders-app")
+    meta = MetaCache.of(settings, {"orders": None}, lambda topics: None, cast(AdminClient, admin))
+    meta.refresh(max_age_s=0.0)
+    before = meta.snapshot()
+    meta.refresh(max_age_s=0.0)
+    after = meta.snapshot()
+    assert after == before
+    assert all(after[tp] is before[tp] for tp in before)
+    admin.leaders = [2, 2]
+    meta.refresh(max_age_s=0.0)
+    assert meta.snapshot()[TopicPartition("orders", 0)].leader == 2
+
+
+def test_a_large_refresh_pauses_the_collector_and_resumes_it() -> None:
+    """From 1,000 partitions the query runs with no cyclic collection; it runs again after."""
+    running: list[bool] = []
+
+    def query() -> Any:
+        running.append(gc.isenabled())
+        return _metadata(1_000)
+
+    meta = MetaCache({"orders": None}, query, _Ids([0.0]), lambda partitions: {})
+    assert gc.isenabled()
+    meta.refresh(max_age_s=0.0)  # the set was empty: nothing to pause for yet
+    meta.refresh(max_age_s=0.0)
+    assert running == [True, False]
+    assert gc.isenabled()
+
+
+def test_a_collector_the_application_turned_off_stays_off() -> None:
+    """The pause resumes only a collector that was running."""
+    meta = MetaCache({"orders": None}, lambda: _metadata(1_000), _Ids([0.0]), lambda p: {})
+    meta.refresh(max_age_s=0.0)
+    gc.disable()
+    try:
+        meta.refresh(max_age_s=0.0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -19,6 +19,7 @@ from client_balance import (
     GroupMode,
     PinConflictError,
 )
+from client_balance.consumer import _targets
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import PartitionMeta
@@ -26,6 +27,7 @@ from client_balance.consumer._setup import Assigner, MemberSetup
 from client_balance.consumer._targets import TargetPlanner
 from client_balance.keys import RESUME_OFFSET, TopicPartition
 from client_balance.membership import HeldPartition, MemberReport, StatusMember
+from client_balance.strategies._nodes import node_share
 
 T = "orders"
 PARTITIONS = [TopicPartition(T, p) for p in range(4)]
@@ -184,3 +186,24 @@ def test_the_context_shows_members_with_pins_and_lag() -> None:
     assert context.held == {f"1:{T}:1"}
     assert context.partitions[f"1:{T}:0"].high == 10
     assert context.me is None  # this member's report is not in the fake view
+
+
+def test_a_node_asks_its_strategy_again_only_when_the_partition_counts_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Steady rounds reuse the node's share; a partition added asks the strategy again."""
+    asked: list[Mapping[str, int]] = []
+
+    def spy(strategy: Any, counts: Mapping[str, int], source_count: int, node_id: int) -> Any:
+        asked.append(dict(counts))
+        return node_share(strategy, counts, source_count, node_id)
+
+    monkeypatch.setattr(_targets, "node_share", spy)
+    planner, _ = _planner(GroupMode.NODE)
+    first = planner.target(META, set(), _status({}))
+    assert planner.target(META, set(), _status({})) == first
+    assert asked == [{T: 4}]
+    added = TopicPartition(T, 4)
+    grown = {**META, added: PartitionMeta(f"1:{added}", T, 4, 1, True, 0, 10)}
+    planner.target(grown, set(), _status({}))
+    assert asked == [{T: 4}, {T: 5}]

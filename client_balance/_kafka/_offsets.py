@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
@@ -13,9 +15,15 @@ from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
 from client_balance._kafka._metadata import ask_watermarks
 from client_balance._kafka._retry import call_until_transient_passes
-from client_balance.errors import ConfigError
+from client_balance._logging import get_logger
+from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
+
+_log = get_logger("kafka")
+
+ONE_BY_ONE_S = 1.0
+"""With ``skip_unreadable``, what ``read_starts`` spends in all asking partitions one by one."""
 
 __all__ = [
     "COMMIT_REQUEST_BYTES",
@@ -212,6 +220,8 @@ def read_starts(
     *,
     through: AdminClient | None = None,
     read_committed_only: bool = True,
+    skip_unreadable: bool = False,
+    fallback: AdminClient | None = None,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
     """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold.
 
@@ -227,6 +237,16 @@ def read_starts(
     when there is nothing new: each of the two waited 100 ms while a member held partitions
     led by the same broker (docs/design-decisions.md). The committed offsets go to the group
     coordinator's own connection either way.
+
+    ``fallback``: an admin client that asks, again in one request, what the consumer's
+    answer lacks. The consumer answers all or nothing: one partition it cannot read costs
+    every other its answer, where the admin client answers each partition on its own.
+
+    ``skip_unreadable``: a partition whose watermarks cannot be read now (its leader moved, or
+    does not serve it yet) is left out of the answer, with a warning, instead of failing all
+    of them; the partitions then asked one by one share ``ONE_BY_ONE_S`` in all: a topic just
+    created with 5,000 partitions on one broker answered NOT_LEADER for each, one after the
+    other, for tens of seconds.
     """
     partitions = list(wanted)
     if through is None:
@@ -240,16 +260,40 @@ def read_starts(
             answers = dict  # each partition is asked on its own below
         committed = read_committed(consumer, partitions, timeout_s)
         ranges = answers()
+    lacking = [tp for tp in partitions if tp not in ranges]
+    if lacking and through is None and fallback is not None:
+        with contextlib.suppress(KafkaException, KafkaClientError):  # then one by one
+            ranges.update(
+                ask_watermarks(
+                    fallback, lacking, timeout_s, read_committed_only=read_committed_only
+                )()
+            )
+    deadline_s = time.monotonic() + min(timeout_s, ONE_BY_ONE_S)
+    unreadable: dict[TopicPartition, str] = {}
     for tp in partitions:
         if tp in ranges:
             continue
         # A partition the consumer's metadata does not know yet (added since it last looked),
         # or one the admin client got no answer for (no leader at that moment): the
         # per-partition query looks its leader up first, and may wait behind a fetch.
+        left_s = deadline_s - time.monotonic() if skip_unreadable else timeout_s
         try:
-            ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
+            if left_s <= 0:
+                unreadable[tp] = f"not asked: {ONE_BY_ONE_S:g} s went asking others one by one"
+                continue
+            ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=left_s)
         except KafkaException as error:
-            raise from_kafka_exception(error, "reading offsets to start from") from error
+            failed = from_kafka_exception(error, "reading offsets to start from")
+            if not skip_unreadable:
+                raise failed from error
+            unreadable[tp] = str(failed)
+    if unreadable:
+        shown = sorted(unreadable)[:10]
+        _log.warning(
+            "offsets to start from could not be read; those partitions are left for now",
+            count=len(unreadable), partitions=[str(tp) for tp in shown],
+            error=unreadable[shown[0]],
+        )  # fmt: skip
     return ranges, committed
 
 

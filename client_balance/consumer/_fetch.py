@@ -118,19 +118,23 @@ class Fetcher:
             return {tp for tp, state in self._held.items() if state.fetched_ahead is None}
 
     def hold(
-        self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser
-    ) -> dict[TopicPartition, int]:
+        self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser,
+        *, skip_unreadable: bool = False,
+    ) -> dict[TopicPartition, int]:  # fmt: skip
         """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
 
         One step under the client lock: watermarks, one committed-offsets query, one commit of
         the starts that must be committed first, one ``incremental_assign``, then one commit
         sent without waiting for the rest (``StartCommit``, ``_starts``). Returns each
-        partition's start; its batches wait for :meth:`announce`.
+        partition's start; its batches wait for :meth:`announce`. ``skip_unreadable``: see
+        ``Starter.hold``.
         """
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:
             return {}
-        return self._gate.call(lambda: self.starter.hold(wanted, choose_start))
+        return self._gate.call(
+            partial(self.starter.hold, wanted, choose_start, skip_unreadable=skip_unreadable)
+        )
 
     def fetch_ahead(
         self, requests: Mapping[TopicPartition, frozenset[str] | None], choose_start: StartChooser

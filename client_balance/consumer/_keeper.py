@@ -146,11 +146,11 @@ class PartitionKeeper:
         for partition in wanted:
             self._meta.check_registrable(partition, shown_key or str(partition))
         claimed = self._claim(wanted, shown_key)
-        topics = self._member.topics
         try:
             starts = self._fetcher.hold(
-                {tp: topics[tp.topic] for tp in claimed},
+                {tp: self._member.topics[tp.topic] for tp in claimed},
                 StartRules(wanted, frozenset(self._from_log_start), self._from_earliest),
+                skip_unreadable=shown_key is None,  # what the application asks starts, or raises
             )
             if starts:
                 _log.info("partitions registered", starts={str(tp): o for tp, o in starts.items()})

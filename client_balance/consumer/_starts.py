@@ -147,7 +147,8 @@ class Starter:
         the client. Later, the first round asks again with the full timeout.
         """
         wait_s = min(self._timeout_s, AHEAD_WAIT_S)
-        states = [state for state, _ in self._read(wanted, choose_start, wait_s, ahead=True)]
+        read = self._read(wanted, choose_start, wait_s, ahead=True, skip_unreadable=True)
+        states = [state for state, _ in read]
         first = _first_to_fetch(states)
         chosen = {state.partition for state in first}  # a set: a share may have 100,000
         with self._lock:
@@ -160,14 +161,23 @@ class Starter:
         with self._lock:
             self._read_ahead.clear()
 
-    def hold(self, wanted: Requests, choose_start: StartChooser) -> dict[TopicPartition, int]:
-        """Start ``wanted`` (adopting what was fetched ahead where it still stands); starts."""
+    def hold(
+        self, wanted: Requests, choose_start: StartChooser, *, skip_unreadable: bool = False
+    ) -> dict[TopicPartition, int]:
+        """Start ``wanted`` (adopting what was fetched ahead where it still stands); starts.
+
+        ``skip_unreadable``: a partition whose start cannot be read now is not started (and
+        not in the answer) rather than failing the others (``read_starts``).
+        """
         kept, to_commit = self._adopt(wanted, choose_start)
         fresh = {tp: filters for tp, filters in wanted.items() if tp not in kept}
         with self._lock:  # those only read ahead are assigned with the fresh ones, after the commit
             states = [s for s in kept.values() if self._held.get(s.partition) is not s]
         fetching = len(states) < len(kept)  # a partition fetched ahead is assigned already
-        for state, how in self._read(fresh, choose_start, self._timeout_s, ahead=False):
+        read = self._read(
+            fresh, choose_start, self._timeout_s, ahead=False, skip_unreadable=skip_unreadable
+        )
+        for state, how in read:
             states.append(state)
             to_commit.append((state, how))
         waited = [state for state, how in to_commit if how is StartCommit.WAITED]
@@ -181,19 +191,31 @@ class Starter:
         return {state.partition: state.confirmed for state in [*kept.values(), *states]}
 
     def _read(
-        self, wanted: Requests, choose_start: StartChooser, wait_s: float, *, ahead: bool
+        self,
+        wanted: Requests,
+        choose_start: StartChooser,
+        wait_s: float,
+        *,
+        ahead: bool,
+        skip_unreadable: bool,
     ) -> list[tuple[HeldPartition, StartCommit]]:
-        """A state for each partition of ``wanted`` where Kafka says it starts, and commit it."""
+        """A state for each partition of ``wanted`` where Kafka says it starts, and commit it.
+
+        With ``skip_unreadable``, only for those whose watermarks could be read.
+        """
         if not wanted:
             return []
         with self._lock:  # a fetch may be waiting at its broker: see read_starts
             through = self.admin if self._held else None
         ranges, committed = read_starts(
             self._consumer, wanted, wait_s, through=through,
-            read_committed_only=self._read_committed_only,
+            read_committed_only=self._read_committed_only, skip_unreadable=skip_unreadable,
+            fallback=self.admin,
         )  # fmt: skip
         read = []
         for partition, filters in wanted.items():
+            if partition not in ranges:  # unreadable now: a later round asks again
+                continue
             low, high = ranges[partition]
             start, how = choose_start(partition, committed.get(partition), low, high)
             state = HeldPartition(

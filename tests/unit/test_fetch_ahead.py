@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance.consumer import _fetch, _starts
@@ -397,3 +397,22 @@ def test_the_deferred_rest_is_fetched_after_the_deadline_without_a_caller(
         assert _resumed_within(client, 1, timeout_s=5.0)
     finally:
         made.close(0.0)
+
+
+def test_a_round_starts_the_partitions_it_can_read_and_leaves_the_others() -> None:
+    """One partition with no readable watermarks: the other is held and assigned, it is not."""
+    starter, client, held = _starter()
+    real = client.offsets_for_times
+
+    def without_t1(partitions: list[Any], timeout: float) -> list[Any]:
+        return [tp for tp in real(partitions, timeout) if tp.partition != T1.partition]
+
+    def not_leader(tp: Any, timeout: float) -> tuple[int, int]:
+        raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+
+    client.offsets_for_times = without_t1  # type: ignore[method-assign]
+    client.get_watermark_offsets = not_leader  # type: ignore[attr-defined]
+    starts = starter.hold({T0: None, T1: None}, _rules(T0, T1), skip_unreadable=True)
+    assert starts == {T0: LOW}
+    assert set(held) == {T0}
+    assert client.assigned == [(0, LOW)]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from client_balance._gc import paused_gc
 from client_balance._kafka import (
     AdminClient,
     PartitionLayout,
@@ -32,8 +31,6 @@ from client_balance.settings import ClientBalanceSettings
 __all__ = ["MetaCache"]
 
 _log = get_logger("reconcile")
-_PAUSE_FROM = 1_000
-"""Partitions from which a metadata refresh pauses the cyclic collector (``_collector_paused``)."""
 _CHECK_SHARE = 9
 """The topic-id check waits this many times its own duration before the next one."""
 
@@ -88,7 +85,9 @@ class MetaCache:
             return
         if self._refreshed_s is not None and self._clock() - self._refreshed_s < max_age_s:
             return
-        with _collector_paused(len(self._meta)):
+        # confluent-kafka's answer is three tracked objects per partition, dropped right after:
+        # collected meanwhile, they brought on a full collection every few rounds (``_gc``).
+        with paused_gc(len(self._meta)):
             self._update(self._query())
 
     def prefetch(self) -> None:
@@ -250,27 +249,6 @@ class MetaCache:
         """Whether ``partition`` was first seen more than ``grace_s`` after the start."""
         seen = self._first_seen_s.get(partition, self.started_s)
         return seen - self.started_s > grace_s
-
-
-@contextlib.contextmanager
-def _collector_paused(partition_count: int) -> Iterator[None]:
-    """No cyclic collection while a large metadata answer is built, read and dropped.
-
-    confluent-kafka builds three tracked objects per partition of the answer. The collections
-    they trigger while it is alive move them to older generations, and so bring on a full
-    collection of the whole process every few rounds: a steady round at 15,000 partitions took
-    35 ms, and 150 ms in the rounds that had one. Dropped by reference counting, they leave
-    nothing for the collector. Paused only for sets of ``_PAUSE_FROM`` partitions or more, and
-    only if it runs: the query may wait for a slow broker meanwhile.
-    """
-    if partition_count < _PAUSE_FROM or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _meta_of(layouts: Mapping[str, PartitionLayout]) -> dict[TopicPartition, PartitionMeta]:

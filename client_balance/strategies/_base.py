@@ -7,15 +7,14 @@ the group splits.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 from typing import Protocol
 
+from client_balance._gc import paused_gc
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 
@@ -111,43 +110,6 @@ def kafka_member_order(member_id: str, instance_id: str | None) -> tuple[int, by
     if instance_id is not None:
         return (0, instance_id.encode("utf-16-be"))
     return (1, member_id.encode("utf-16-be"))
-
-
-# Below this many partitions an assignment allocates too little for the collector to matter.
-# Above it, it does: at 10k partitions the young collections (one per 700 allocations) and the
-# full one they trigger now and then cost a fifth of a sticky or range assignment.
-_GC_PAUSE_THRESHOLD = 1_000
-
-
-@contextlib.contextmanager
-def paused_gc(partition_count: int) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large assignment is built.
-
-    An assignment of a million partitions allocates a million small tuples, and the collector,
-    triggered every few hundred allocations, keeps rescanning them: pausing it makes building
-    such an assignment about three times faster. Strategies create no reference cycles, so
-    nothing is left for it; it is resumed on the way out, and only if it was running.
-
-    Resuming alone is not enough: every tuple allocated meanwhile still counts towards the
-    youngest generation, so the first allocation after ``gc.enable()`` would scan all of them
-    at once (0.2 s for a million, in the order they sit in the answer's lists, which is not
-    the order they sit in memory). Freezing and unfreezing instead moves every tracked object
-    into the oldest generation in constant time and resets that count: the answer is scanned
-    with the rest of the old objects, at the next full collection, like any long-lived data.
-    This is skipped when the process has frozen objects of its own (``gc.freeze()`` before a
-    fork): unfreezing would hand those back to the collector.
-    """
-    if partition_count < _GC_PAUSE_THRESHOLD or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
 
 
 def all_partitions(topics: Iterable[tuple[str, int]]) -> list[TopicPartition]:

@@ -273,14 +273,14 @@ def read_starts(
     for tp in partitions:
         if tp in ranges:
             continue
+        left_s = deadline_s - time.monotonic() if skip_unreadable else timeout_s
+        if left_s <= 0:
+            unreadable[tp] = f"not asked: {ONE_BY_ONE_S:g} s went asking others one by one"
+            continue
         # A partition the consumer's metadata does not know yet (added since it last looked),
         # or one the admin client got no answer for (no leader at that moment): the
         # per-partition query looks its leader up first, and may wait behind a fetch.
-        left_s = deadline_s - time.monotonic() if skip_unreadable else timeout_s
         try:
-            if left_s <= 0:
-                unreadable[tp] = f"not asked: {ONE_BY_ONE_S:g} s went asking others one by one"
-                continue
             ranges[tp] = consumer.get_watermark_offsets(kafka_tp(tp), timeout=left_s)
         except KafkaException as error:
             failed = from_kafka_exception(error, "reading offsets to start from")
@@ -290,7 +290,7 @@ def read_starts(
     if unreadable:
         shown = sorted(unreadable)[:10]
         _log.warning(
-            "offsets to start from could not be read; those partitions are left for now",
+            "offsets to start from could not be read; a later round asks for them again",
             count=len(unreadable), partitions=[str(tp) for tp in shown],
             error=unreadable[shown[0]],
         )  # fmt: skip

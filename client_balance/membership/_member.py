@@ -105,12 +105,17 @@ class StatusMember:
 
         Written together, one write and one read-back. Claims lost are withdrawn; those won
         stand (:meth:`claimed`), and a :meth:`claim` of them later is won without a write.
+        A join that fails (its write, or a check of what it read back) leaves before raising.
         """
         sent = time.monotonic()
         report = (member_key(self._group, self._id), self._report())
-        offset, _ = self._claims.join(report, claims)  # counted when a registration claims them
-        self._join_offset, self._last_written_s = offset, sent
-        self._check_layout()
+        try:
+            offset, _ = self._claims.join(report, claims)  # counted when a registration claims
+            self._join_offset, self._last_written_s = offset, sent
+            self._check_layout()
+        except BaseException:
+            self.leave()  # not left to the caller: a Spark query's start keeps no member yet
+            raise
         self._thread = threading.Thread(target=self._run, name="client-balance-report", daemon=True)
         self._thread.start()
 

@@ -414,3 +414,20 @@ def test_the_reader_logs_each_kind_of_skipped_record_once(
     assert "lease_timeout_s" in skipped[0].detail  # type: ignore[attr-defined]
     assert reader.state.skipped == {"malformed": 3}
     assert set(reader.state.live_reports()) == {"b"}
+
+
+@pytest.mark.usefixtures("fakes")
+def test_a_join_refused_once_written_withdraws_its_report() -> None:
+    """A join that fails its checks after the write leaves at once, whoever called it.
+
+    A Spark query's start keeps no member until its join succeeds: the report would otherwise
+    stay in the log, looking alive, until its lease ran out.
+    """
+    member = _member_with()
+    other = encoded(report_fields("other", status_partitions=3))
+    member._reader.state.apply(member_key("g", "other"), other, 0, int(time.time() * 1000))
+    with pytest.raises(ConfigError, match="differs from the live member other"):
+        member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    assert writer.records[-1] == (member_key("g", "me"), None)

@@ -76,6 +76,30 @@ def test_the_fetching_client_is_asked_only_when_partitions_or_leaders_change() -
     assert fetching == [["orders"], ["orders"]]
 
 
+class _Cluster:
+    """An admin client on a cluster of ``orders``, ``payments`` and topics of others."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self.asked.append(topic)
+        names = ["orders", "payments", "others-1", "others-2"] if topic is None else [topic]
+        found = SimpleNamespace(error=None, partitions={0: SimpleNamespace(error=None, leader=1)})
+        return SimpleNamespace(topics=dict.fromkeys(names, found))
+
+
+def test_a_member_of_several_topics_asks_for_them_alone() -> None:
+    """Each topic is asked on its own: never every topic of a shared cluster, every round."""
+    admin = _Cluster()
+    settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="orders-app")
+    topics = {"payments": None, "orders": None}
+    meta = MetaCache.of(settings, topics, lambda names: None, cast(AdminClient, admin))
+    meta.refresh(max_age_s=0.0)
+    assert admin.asked == ["orders", "payments"]
+    assert sorted(meta.snapshot()) == [TopicPartition("orders", 0), TopicPartition("payments", 0)]
+
+
 class _Ids:
     """Topic ids described through real futures, answered when the test says, on a fake clock.
 

@@ -223,10 +223,9 @@ class ClientBalanceConsumer:
             finally:
                 run.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
         finally:
-            self._state = _STOPPED
-            if run.keeper.status is not None:
-                run.keeper.status.leave()
-            run.recorder.close()
+            # Dropped: its admin client (it has no close()) goes with the last reference.
+            self._state, self._run = _STOPPED, None
+            run.close()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
 
     def __enter__(self) -> Self:

@@ -125,6 +125,18 @@ class Running:
         self.fetcher.settle(batch.partition, batch.token, consumed=False)
         raise error
 
+    def close(self) -> None:
+        """After the fetcher: leave the group, close the dead-letter producer and the metrics.
+
+        A stopped consumer that the application keeps holds no client of Kafka after this.
+        """
+        try:
+            if self.keeper.status is not None:
+                self.keeper.status.leave()
+            self.redeliveries.close()
+        finally:
+            self.recorder.close()
+
     def settled(self, partition: TopicPartition, key: str, consumed: bool, current: int) -> None:
         """A batch was confirmed, or rolled back to ``current`` (the redelivery limit may raise)."""
         self.recorder.settled(partition, consumed, current)

@@ -16,7 +16,7 @@ from typing import Any
 
 from client_balance._kafka import KafkaException, from_kafka_exception, producer_client, timed_out
 from client_balance._logging import get_logger
-from client_balance.errors import RedeliveryLimitError
+from client_balance.errors import KafkaClientError, RedeliveryLimitError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -35,6 +35,8 @@ class Redeliveries:
         self._rollbacks: dict[TopicPartition, tuple[int, int]] = {}
         """Partition -> (offset rolled back to, how many times in a row)."""
         self._producer: Any = None
+        self._producing = threading.Lock()  # a dead-letter write, or the close at shutdown
+        self._closed = False
 
     def confirmed(self, partition: TopicPartition) -> None:
         """The partition moved on: its count starts over."""
@@ -83,7 +85,24 @@ class Redeliveries:
             policy=self._settings.redelivery_policy,
         )
 
+    def close(self) -> None:
+        """Close the dead-letter producer, if one was made (each write flushed what it sent)."""
+        with self._producing:
+            self._closed = True
+            if self._producer is not None:
+                self._producer.close()
+                self._producer = None
+
     def _dead_letter(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
+        with self._producing:
+            if self._closed:
+                raise KafkaClientError(
+                    f"producing to dead_letter_topic {topic!r}: the consumer is shutting down",
+                    kafka_code=-1, kafka_name="STOPPED",
+                )  # fmt: skip
+            self._produce(topic, partition, messages)
+
+    def _produce(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
         if self._producer is None:
             settings = self._settings
             self._producer = producer_client(

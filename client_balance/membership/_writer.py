@@ -62,6 +62,7 @@ class StatusWriter:
             },
         )
         self._lock = threading.Lock()
+        self._closed = False
         # The topic's metadata now, while the topic is checked: the first write would wait for it.
         self._warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
         self._warm.daemon = True
@@ -98,6 +99,10 @@ class StatusWriter:
         # them alone: two requests, two broker times. Known first, they wait for flush().
         self._warm.join(self._timeout_s)
         with self._lock:
+            if self._closed:
+                raise KafkaClientError(
+                    f"{doing}: the writer is closed", kafka_code=-1, kafka_name="STOPPED"
+                )
             count = 0
             for index, (key, value) in enumerate(records):
                 # Signed under the lock: a writer's sequence numbers go out in their order.
@@ -125,5 +130,17 @@ class StatusWriter:
         return answers
 
     def close(self) -> None:
-        """Deliver what is queued (bounded by the timeout) and drop the client."""
-        self._producer.flush(self._timeout_s)
+        """Deliver what is queued (bounded by the timeout), then close the client. Idempotent.
+
+        Closed, not only flushed: a stopped member kept the producer's threads and connections
+        for as long as the application kept the consumer. What is still queued after the
+        timeout is dropped; a write after this raises :class:`KafkaClientError`.
+        """
+        self._warm.join(self._timeout_s)  # its metadata call must not outlive the client
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._producer.flush(self._timeout_s):
+                self._producer.purge()  # undeliverable now: close() would wait for them again
+            self._producer.close()

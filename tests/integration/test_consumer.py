@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -442,6 +445,35 @@ def test_start_during_shutdown_is_refused(
 
 def _fetch_threads() -> int:
     return sum(t.name == "client-balance-fetch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_stopped_consumer_holds_no_kafka_client(
+    new_topic: Callable[..., str], make_consumer: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """After shutdown() none of its librdkafka threads is left, though the object is kept.
+
+    Before the fix the status writer was flushed, not closed, and the stopped consumer kept all
+    it had built: the writer's and the admin client's seven librdkafka threads, and their
+    connections reconnecting to the brokers, for as long as the application held the object.
+    """
+    topic = new_topic(partitions=2)
+    gc.collect()
+    before = _kafka_threads()
+    consumer = make_consumer()  # the fixture keeps it too, as an application would
+    consumer.start([topic], source_count=1, node_id=0)
+    assert _kafka_threads() > before
+    consumer.shutdown()
+    gc.collect()  # the admin client has no close(): it goes with its last reference
+    wait_until(lambda: _kafka_threads() <= before, 10.0, "the stopped consumer's clients gone")
+
+
+def _kafka_threads() -> int:
+    """The threads of librdkafka in this process (named ``rdk:...``)."""
+    count = 0
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            count += (task / "comm").read_text().startswith("rdk:")
+    return count
 
 
 def test_retention_past_the_position_skips_only_what_was_removed(

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from client_balance._kafka import admin_client, producer_client
+from client_balance.errors import KafkaClientError
+from client_balance.membership import StatusWriter, ensure_status_topic
 from client_balance.membership._log import open_status_topic
 from client_balance.membership._records import member_key
 
@@ -36,3 +40,16 @@ def test_a_status_topic_created_at_start_is_written_and_read_back(kafka_bootstra
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_closed_status_writer_refuses_writes_and_closes_once(kafka_bootstrap: str) -> None:
+    """close() ends the producer (not only flushes it); a later write is a KafkaClientError."""
+    topic = f"status-closed-{uuid.uuid4().hex[:8]}"
+    ensure_status_topic(kafka_bootstrap, topic, kafka={}, timeout_s=30.0)
+    writer = StatusWriter(kafka_bootstrap, topic, 0, kafka={}, timeout_s=10.0)
+    writer.write([(member_key("g", "me"), None)])
+    writer.close()
+    writer.close()
+    with pytest.raises(KafkaClientError, match="the writer is closed") as refused:
+        writer.write([(member_key("g", "me"), None)])
+    assert refused.value.kafka_name == "STOPPED"

@@ -121,9 +121,7 @@ class _Builder:
     def all_partitions(self) -> list[TopicPartition]:
         """Every partition, topics in step 1's order; made when first needed (often never)."""
         if self._all_partitions is None:
-            self._all_partitions = all_partitions(
-                (topic, self.counts[topic]) for topic in self.topic_order
-            )
+            self._all_partitions = all_partitions((t, self.counts[t]) for t in self.topic_order)
         return self._all_partitions
 
     # ---------------------------------------------------------------- the steps
@@ -320,7 +318,12 @@ class _Builder:
         return previous.member_id
 
     def reassign(self, partition: TopicPartition, new_owner: str) -> None:
-        partition = self.movements.partition_to_move(partition, self.owner[partition], new_owner)
+        # Kafka moves instead a partition that went the other way before; by now it may sit with
+        # a third member, and moving it from there can even nothing out: two partitions then went
+        # round three members for ever. It is taken only where the move still evens the sizes.
+        swapped = self.movements.partition_to_move(partition, self.owner[partition], new_owner)
+        if len(self.current[self.owner[swapped]]) > len(self.current[new_owner]) + 1:
+            partition = swapped
         old_owner = self.owner[partition]
         self._unrank(old_owner)
         self._unrank(new_owner)

@@ -47,6 +47,7 @@ from client_balance._kafka._errors import (
     from_kafka_exception,
     is_transient,
     registry_unavailable,
+    stopped,
     timed_out,
 )
 from client_balance._kafka._follow import follow
@@ -135,6 +136,7 @@ __all__ = [
     "registry_avro",
     "registry_unavailable",
     "retry_immediately",
+    "stopped",
     "timed_out",
     "topic_layouts",
     "topics_metadata",

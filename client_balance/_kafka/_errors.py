@@ -148,6 +148,11 @@ def timed_out(doing: str, timeout_s: float, why: str = "") -> KafkaClientError:
     )
 
 
+def stopped(message: str) -> KafkaClientError:
+    """The error of a call on a client this process closed already (STOPPED, not retriable)."""
+    return KafkaClientError(message, kafka_code=-1, kafka_name="STOPPED")
+
+
 def is_transient(error: ClientBalanceError) -> bool:
     """Whether ``error`` only says the cluster cannot be reached for now."""
     return (

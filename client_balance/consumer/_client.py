@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
+from client_balance._kafka import stopped
 from client_balance._logging import get_logger
-from client_balance.errors import ClientBalanceError, KafkaClientError
+from client_balance.errors import ClientBalanceError
 
 __all__ = ["ClientGate"]
 
@@ -62,9 +63,7 @@ class ClientGate:
                 self._waiting_calls -= 1
         try:
             if self.closed:
-                raise KafkaClientError(
-                    "the consumer is closed", kafka_code=-1, kafka_name="STOPPED"
-                )
+                raise stopped("the consumer is closed")
             self._serve_commands()
             return action()
         finally:

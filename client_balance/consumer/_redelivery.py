@@ -14,9 +14,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from client_balance._kafka import KafkaException, from_kafka_exception, producer_client, timed_out
+from client_balance._kafka import (
+    KafkaException,
+    from_kafka_exception,
+    producer_client,
+    stopped,
+    timed_out,
+)
 from client_balance._logging import get_logger
-from client_balance.errors import KafkaClientError, RedeliveryLimitError
+from client_balance.errors import RedeliveryLimitError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -96,10 +102,9 @@ class Redeliveries:
     def _dead_letter(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
         with self._producing:
             if self._closed:
-                raise KafkaClientError(
-                    f"producing to dead_letter_topic {topic!r}: the consumer is shutting down",
-                    kafka_code=-1, kafka_name="STOPPED",
-                )  # fmt: skip
+                raise stopped(
+                    f"producing to dead_letter_topic {topic!r}: the consumer is shutting down"
+                )
             self._produce(topic, partition, messages)
 
     def _produce(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:

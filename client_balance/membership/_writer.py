@@ -5,7 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
-from client_balance._kafka import KafkaException, from_kafka_exception, producer_client, timed_out
+from client_balance._kafka import (
+    KafkaException,
+    from_kafka_exception,
+    producer_client,
+    stopped,
+    timed_out,
+)
 from client_balance.errors import KafkaClientError
 from client_balance.membership._signing import RecordSigner
 from client_balance.settings import KafkaValue
@@ -100,9 +106,7 @@ class StatusWriter:
         self._warm.join(self._timeout_s)
         with self._lock:
             if self._closed:
-                raise KafkaClientError(
-                    f"{doing}: the writer is closed", kafka_code=-1, kafka_name="STOPPED"
-                )
+                raise stopped(f"{doing}: the writer is closed")
             count = 0
             for index, (key, value) in enumerate(records):
                 # Signed under the lock: a writer's sequence numbers go out in their order.

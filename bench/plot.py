@@ -8,7 +8,8 @@ Reads the lines of every FILE (or stdin) that ``bench/*.py`` print, and writes P
   (``peer_mode``) and the ratio written beside its bar; a log axis where the values span more
   than :data:`LOG_SPAN`. Lines with an ``error``, without a peer figure, or that are no case
   (headers, single runs) are left out.
-- ``bench-scale-members.png`` (start-up and round time against the group's size) and
+- ``bench-scale-members.png`` (start-up and round time against the group's size),
+  ``bench-scale-history.png`` (start-up against the report rounds in the status partition) and
   ``bench-scale-partitions.png`` (round time against the partitions), log-log, from the
   ``*-growth`` lines' ``points`` (or, without them, from the per-point lines).
 
@@ -38,8 +39,14 @@ from matplotlib.patches import Patch
 LOG_SPAN = 50.0
 """Largest / smallest value above which the value axis is logarithmic."""
 
-SCALE_CURVES = {"members": ("startup", "round"), "partitions": ("round",)}
+SCALE_CURVES = {
+    "members": ("startup", "round"),
+    "history": ("startup",),
+    "partitions": ("round",),
+}
 """The scale charts: series -> the metrics drawn against it."""
+SCALE_AXES = {"history": "report rounds in the status partition"}
+"""What a series counts, where its name does not say it."""
 
 Points = list[tuple[float, float]]
 """A curve: (size, value) pairs."""
@@ -184,9 +191,9 @@ def scale_chart(series: str, curves: dict[str, Points], units: dict[str, str], p
     axes.set_xscale("log")
     if _log_wanted([v for points in curves.values() for _, v in points]):
         axes.set_yscale("log")
-    axes.set_xlabel(series)
+    axes.set_xlabel(SCALE_AXES.get(series, series))
     axes.set_ylabel("seconds (median)")
-    axes.set_title(f"scale: cost as the {series} grow (no peer)")
+    axes.set_title(f"scale: cost as the {SCALE_AXES.get(series, series)} grow (no peer)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.savefig(path, dpi=100, metadata=_PNG_METADATA)

@@ -10,6 +10,13 @@ No peer: these lines measure us against ourselves at growing sizes (``"peer": nu
   each of them in every round. ``--mode elastic`` (default): they are elastic members, the
   measured one too, so each round runs the sticky strategy over all of them. ``--mode node``:
   they are nodes 1..N of ``N + 1`` with the same topics and strategy, the measured one node 0.
+- ``history-*``: one topic as in ``members-*``, ``--history-members`` (100) other members, and
+  a status partition that holds 1, 6, 60 (``--history-rounds``) rounds of their reports, as a
+  group that has run for that many report intervals leaves it: compaction never cleans the
+  active segment, so it holds every report written since the segment rolled (``segment.ms``).
+  The simulator writes the rounds at once before the measured member starts; each report
+  lists ``--history-held`` (8) partitions whose positions move every round, so no report
+  repeats the one before it (a quiet member's report does, and costs a reader less).
 - ``partitions-*``: one member alone in node mode, node 0 of ``--nodes`` (it holds a
   ``1/nodes`` share), over 100 .. 100,000 (``--partitions``) partitions with one message each.
   KRaft refuses a CreateTopics of 10,000+ records ("excessively large batch"), so sizes from
@@ -62,8 +69,9 @@ from client_balance import ClientBalanceConsumer, ClientBalanceSettings, NoMessa
 from client_balance.broker import DEFAULT_KAFKA_VERSION, LocalKafka
 from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._setup import CLIENT_VERSION
+from client_balance.membership._keys import member_key
 from client_balance.membership._log import ensure_status_topic, status_partition
-from client_balance.membership._records import MemberReport, member_key
+from client_balance.membership._records import HeldPartition, MemberReport
 
 BENCH = "scale"
 TOPIC_MAX = 5_000
@@ -77,6 +85,8 @@ CLUSTER_HEAP_MB = 768
 REPLICATION_ONE = {"default.replication.factor": "1", "min.insync.replicas": "1"}
 LEASE_S = 30.0
 UNITS = {"startup": "s", "cpu": "cpu_s/s", "round": "s"}
+PER = {"members": "member", "history": "round", "partitions": "partition"}
+"""What one step of each series adds (the growth lines' marginal cost is per one of these)."""
 
 
 def _load() -> float:
@@ -102,16 +112,24 @@ def simulate(spec: dict[str, Any]) -> None:
 
         return note
 
-    first = True
+    written, history, held = 0, spec.get("history_rounds", 1), spec.get("held", 0)
     while not stop.is_set():
         for index in range(count):
             member = f"sim-{index:05d}"
+            positions = {  # where it stands in what it holds: moved on every round
+                f"{spec['topics'][0]}:{(index * held + number) % 100}": HeldPartition(
+                    confirmed=written * 1_000 + number,
+                    committed=written * 1_000,
+                    high=written * 1_000 + 500,
+                )
+                for number in range(held)
+            }
             report = MemberReport(
                 consumer_id=member, host="scale-sim", pid=100_000 + index,
                 node_id=index + 1 if node else -1, source_count=count + 1 if node else -1,
                 topics=tuple(spec["topics"]), strategy=spec["strategy"], version=CLIENT_VERSION,
                 lease_timeout_s=LEASE_S, join_offset=joined.get(member),
-                mode=spec["mode"], status_partitions=1,
+                mode=spec["mode"], status_partitions=1, held=positions,
             )  # fmt: skip
             producer.produce(
                 topic, report.encode(), member_key(group, member), partition=partition,
@@ -120,10 +138,11 @@ def simulate(spec: dict[str, Any]) -> None:
             producer.poll(0)
         if producer.flush(30) or len(joined) < count:
             raise RuntimeError("the simulator's reports were not all delivered")
-        if first:
+        written += 1
+        if written == history:
             print("ready", flush=True)
-            first = False
-        stop.wait(spec["refresh_s"])
+        if written >= history:  # the history is written at once, then refreshed on time
+            stop.wait(spec["refresh_s"])
 
 
 # ------------------------------------------------------------------------------ the member
@@ -303,7 +322,7 @@ def growth_lines() -> None:
             "ours": round(worst, 2), "peer": None, "peer_name": None, "ratio": None,
             "points": [[n, None if math.isnan(v) else round(v, 4)] for n, v in points],
             "slopes": [s if s is None else round(s, 2) for s in slopes],
-            f"per_{series[:-1]}": [f"{d:.3g}" for d in marginal], "verdict": verdict,
+            f"per_{PER[series]}": [f"{d:.3g}" for d in marginal], "verdict": verdict,
         }))  # fmt: skip
 
 
@@ -386,9 +405,12 @@ def _open_files(pids: list[int]) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the series and print their lines (or, with --measure/--simulate, be a child)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--series", action="append", choices=("members", "partitions"))
+    parser.add_argument("--series", action="append", choices=("members", "history", "partitions"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--members", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--history-members", type=int, default=100)
+    parser.add_argument("--history-rounds", type=int, nargs="+", default=[1, 6, 60])
+    parser.add_argument("--history-held", type=int, default=8)
     parser.add_argument("--partitions", type=int, nargs="+", default=[100, 1000, 10_000, 100_000])
     parser.add_argument("--mode", choices=("elastic", "node"), default="elastic")
     parser.add_argument("--member-topic-partitions", type=int, default=100)
@@ -408,12 +430,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.simulate:
         simulate(json.loads(args.simulate))
         return 0
-    series = args.series or ["members", "partitions"]
+    series = args.series or ["members", "history", "partitions"]
     points = len(args.members) * ("members" in series)
+    points += len(args.history_rounds) * ("history" in series)
     points += len(args.partitions) * ("partitions" in series)
     with progress("scale", points * args.runs):
         if "members" in series:
             members_series(args)
+        if "history" in series:
+            history_series(args)
         if "partitions" in series:
             partitions_series(args)
         growth_lines()
@@ -442,6 +467,23 @@ def members_series(args: argparse.Namespace) -> None:
             runs = runs_of(args, spec, count, f"{count} members")
             point_lines("members", count, runs, {"mode": args.mode,
                         "partitions": args.member_topic_partitions})  # fmt: skip
+
+
+def history_series(args: argparse.Namespace) -> None:
+    """The history points: one group, its status partition holding more and more report rounds."""
+    with broker(args, 1) as cluster:
+        base = _header(args, "history", cluster)
+        topic = f"bench-scale-members-{args.member_topic_partitions}p"
+        admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions},
+                            exist_ok=True)  # fmt: skip
+        count = args.history_members
+        for rounds in args.history_rounds:
+            spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1,
+                    "history_rounds": rounds, "held": args.history_held}  # fmt: skip
+            runs = runs_of(args, spec, count, f"{rounds} report rounds")
+            point_lines("history", rounds, runs, {"mode": args.mode, "members": count,
+                        "records": count * rounds,
+                        "held_per_member": args.history_held})  # fmt: skip
 
 
 def partitions_series(args: argparse.Namespace) -> None:

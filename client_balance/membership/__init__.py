@@ -4,15 +4,10 @@ Internal: the consumer uses :class:`StatusMember`; operators see the same record
 :class:`client_balance.admin.GroupView`. See ``docs/operations.md``.
 """
 
+from client_balance.membership._keys import claim_key, member_key, parse_key
 from client_balance.membership._log import StatusReader, ensure_status_topic, status_partition
 from client_balance.membership._member import StatusMember
-from client_balance.membership._records import (
-    Claim,
-    GroupState,
-    claim_key,
-    member_key,
-    parse_key,
-)
+from client_balance.membership._records import Claim, GroupState
 from client_balance.membership._report import MAX_LEASE_S, HeldPartition, MemberReport
 from client_balance.membership._signing import status_secret
 from client_balance.membership._writer import StatusWriter

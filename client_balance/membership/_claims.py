@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterable
 
 from client_balance.keys import TopicPartition
+from client_balance.membership._keys import claim_key
 from client_balance.membership._log import StatusReader
-from client_balance.membership._records import claim_key
 from client_balance.membership._writer import StatusWriter
 
 __all__ = ["MemberClaims"]

@@ -32,7 +32,8 @@ from client_balance._kafka import (
 from client_balance._logging import get_logger
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
-from client_balance.membership._records import GroupState, quoted_group
+from client_balance.membership._keys import quoted_group
+from client_balance.membership._records import GroupState
 from client_balance.membership._signing import RecordGate
 from client_balance.membership._writer import StatusWriter
 from client_balance.settings import KafkaValue

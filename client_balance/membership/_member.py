@@ -28,8 +28,9 @@ from client_balance.errors import (
 from client_balance.keys import TopicPartition
 from client_balance.membership._checks import check_group, check_signing
 from client_balance.membership._claims import MemberClaims
+from client_balance.membership._keys import member_key
 from client_balance.membership._log import open_status_topic
-from client_balance.membership._records import MemberReport, member_key
+from client_balance.membership._records import MemberReport
 from client_balance.membership._report import MAX_LEASE_S
 from client_balance.membership._signing import status_secret
 from client_balance.membership._upkeep import reap_dead, tombstone_defeated

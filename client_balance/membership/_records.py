@@ -22,11 +22,16 @@ raised; with ``status_secret`` only validly signed records are applied (``_signi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import cache
 
 from client_balance.keys import TopicPartition
+from client_balance.membership._keys import (
+    MEMBER,
+    claim_key,
+    member_key,
+    parse_key,
+    quoted_group,
+)
 from client_balance.membership._report import HeldPartition, MemberReport, is_claim_value
 
 __all__ = [
@@ -36,54 +41,10 @@ __all__ = [
     "HeldPartition",
     "MemberReport",
     "Skipped",
-    "claim_key",
-    "member_key",
-    "parse_key",
 ]
 
 DEFAULT_LEASE_MS = 30_000
 """Lease of a member whose report was never seen (a claim written before any report)."""
-_MEMBER, _CLAIM = "member", "claim"
-
-
-@cache
-def quoted_group(group: str) -> bytes:
-    """``group`` as every key of it spells it: records without it are another group's."""
-    return json.dumps(group).encode()
-
-
-def member_key(group: str, consumer_id: str) -> bytes:
-    """The key of a member's reports."""
-    return json.dumps([_MEMBER, group, consumer_id]).encode()
-
-
-def claim_key(group: str, partition: TopicPartition, consumer_id: str) -> bytes:
-    """The key of a member's claim on a partition."""
-    return json.dumps([_CLAIM, group, partition.topic, partition.partition, consumer_id]).encode()
-
-
-def parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None] | None:
-    """(kind, group, consumer id, partition or None) of a status key; None if foreign."""
-    try:
-        parts = json.loads(raw or b"")
-    except (ValueError, RecursionError):  # a hostile key may nest deeper than json recurses
-        return None
-    if not isinstance(parts, list) or not parts:
-        return None
-    kind = parts[0]
-    if kind == _MEMBER and len(parts) == 3 and all(isinstance(p, str) for p in parts):  # noqa: PLR2004 - the key's shape
-        return _MEMBER, parts[1], parts[2], None
-    if (
-        kind == _CLAIM
-        and len(parts) == 5  # noqa: PLR2004 - the key's shape
-        and isinstance(parts[1], str)
-        and isinstance(parts[2], str)
-        and type(parts[3]) is int
-        and parts[3] >= 0
-        and isinstance(parts[4], str)
-    ):
-        return _CLAIM, parts[1], parts[4], TopicPartition(parts[2], parts[3])
-    return None
 
 
 MALFORMED, UNSIGNED, REPLAYED = "malformed", "unsigned", "replayed"
@@ -97,6 +58,8 @@ class _Member:
     join_offset: int
     signed: bool = False
     """Whether its last report carried a signature (what a reader without the secret sees)."""
+    report_raw: bytes | None = None
+    """The record value ``report`` was decoded from: the same bytes again need no decoding."""
 
     @property
     def lease_ms(self) -> int:
@@ -207,7 +170,7 @@ class GroupState:
         if parsed is None or parsed[1] != self.group:
             return False
         kind, _, consumer_id, partition = parsed
-        if kind == _MEMBER:
+        if kind == MEMBER:
             return self._apply_report(key, consumer_id, value, offset, timestamp_ms, signed=signed)
         assert partition is not None  # noqa: S101 - claim keys always name one
         if value is not None and not is_claim_value(value):
@@ -258,7 +221,7 @@ class GroupState:
         assert key is not None  # noqa: S101 - parse_key named a record of the group
         kind, _, consumer_id, _ = parsed
         self._skip(key, offset, reason, "" if reason != UNSIGNED else "no valid signature")
-        if reason != UNSIGNED or kind != _MEMBER:
+        if reason != UNSIGNED or kind != MEMBER:
             return
         if value is None:
             self.unsigned.pop(consumer_id, None)
@@ -337,15 +300,21 @@ class GroupState:
             for partition in [p for p, c in self.holders.items() if c.consumer_id == consumer_id]:
                 del self.holders[partition]
             return True
-        try:
-            report = MemberReport.decode(value)
-        except ValueError as error:
-            self._skip(key, offset, MALFORMED, str(error))
-            return False
-        if report.consumer_id != consumer_id:
-            self._skip(key, offset, MALFORMED, "consumer_id differs from the key's")
-            return False
-        joined = consumer_id not in self.members
+        known = self.members.get(consumer_id)
+        if known is not None and known.report is not None and known.report_raw == value:
+            # A member's report changes only when what it holds moves, and every start replays
+            # each one: 60,000 reports of a quiet group of 1,000 took 0.8 s to decode anew.
+            report = known.report
+        else:
+            try:
+                report = MemberReport.decode(value)
+            except ValueError as error:
+                self._skip(key, offset, MALFORMED, str(error))
+                return False
+            if report.consumer_id != consumer_id:
+                self._skip(key, offset, MALFORMED, "consumer_id differs from the key's")
+                return False
+        joined = known is None
         member = self._seen(consumer_id, timestamp_ms, offset)
         before = member.report
         changed = (
@@ -357,7 +326,7 @@ class GroupState:
                 report.pinned,
             )
         )
-        member.report, member.signed = report, signed
+        member.report, member.signed, member.report_raw = report, signed, value
         member.join_offset = report.join_offset if report.join_offset is not None else offset
         self._watch(consumer_id)  # its lease is the report's now
         return changed

@@ -9,8 +9,8 @@ import pytest
 from client_balance._kafka import admin_client, producer_client
 from client_balance.errors import KafkaClientError
 from client_balance.membership import StatusWriter, ensure_status_topic
+from client_balance.membership._keys import member_key
 from client_balance.membership._log import open_status_topic
-from client_balance.membership._records import member_key
 
 
 def test_the_status_writer_never_creates_a_topic_by_asking_for_it(kafka_bootstrap: str) -> None:

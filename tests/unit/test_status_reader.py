@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_balance.membership import StatusReader, _log, claim_key, member_key
-from client_balance.membership._records import quoted_group
+from client_balance.membership._keys import quoted_group
 from client_balance.membership._signing import RecordSigner
 from tests.unit.test_status_records import GROUP, P0, SECRET, encoded, report_fields
 from tests.unit.test_status_records import _Client as Client

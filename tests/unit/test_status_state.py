@@ -298,3 +298,49 @@ def test_a_changed_pin_is_a_change_of_the_group() -> None:
     assert log.state.apply(member_key(GROUP, "a"), json.dumps(pinned).encode(), 9, 2_000)
     assert log.state.live_reports()["a"].pinned_partitions() == {P1}
     assert not log.state.apply(member_key(GROUP, "a"), json.dumps(pinned).encode(), 10, 3_000)
+
+
+def test_a_report_repeated_byte_for_byte_is_not_decoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only new report bytes are parsed: a start replays each member's every report."""
+    decoded: list[bytes] = []
+    decode = MemberReport.decode
+
+    def counting(raw: bytes) -> MemberReport:
+        decoded.append(raw)
+        return decode(raw)
+
+    monkeypatch.setattr(MemberReport, "decode", staticmethod(counting))
+    log = Log()
+    for at_ms in (1_000, 11_000, 21_000):
+        log.add(member_key(GROUP, "a"), report("a"), at_ms)
+    log.add(member_key(GROUP, "a"), report("a", lease_s=20.0), at_ms=31_000)
+    assert len(decoded) == 2
+    assert log.state.live_reports()["a"].lease_timeout_s == 20.0
+    assert log.state.is_alive("a", 51_000)
+    assert not log.state.is_alive("a", 51_001)  # the lease of the report that changed
+
+
+def test_a_report_that_comes_back_after_a_tombstone_or_as_garbage_is_decoded_again() -> None:
+    """The bytes are reused only while they are the member's standing report."""
+    log = Log()
+    key = member_key(GROUP, "a")
+    log.add(key, report("a"), at_ms=1_000)
+    log.add(key, None, at_ms=2_000)  # left
+    log.add(key, report("b"), at_ms=3_000)  # another member's report under a's key
+    assert log.state.live_reports() == {}
+    assert log.state.skipped == {"malformed": 1}
+    log.add(key, report("a"), at_ms=4_000)
+    assert set(log.state.live_reports()) == {"a"}
+
+
+def test_keys_parse_the_same_whether_short_and_remembered_or_long() -> None:
+    """A long key is parsed each time and a short one once, to the same answer."""
+    long_id = "x" * 600
+    for consumer_id in ("a", long_id):
+        for _ in range(2):
+            assert parse_key(member_key(GROUP, consumer_id)) == ("member", GROUP, consumer_id, None)
+            assert parse_key(claim_key(GROUP, P1, consumer_id)) == ("claim", GROUP, consumer_id, P1)
+    assert parse_key(b"[" * 100_000) is None
+    assert parse_key(None) is None

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from client_balance import admin
+from client_balance.membership._log import STATUS_TOPIC_CONFIG
+
 pytest_plugins = ["client_balance.testing"]
+
+DEFAULT_STATUS_TOPIC = "__client_balance_status"
 
 
 @pytest.fixture(autouse=True)
@@ -12,6 +19,29 @@ def _broker_for_integration_tests(request: pytest.FixtureRequest) -> None:
     # Every integration test gets the session broker, so one that cannot have it fails.
     if request.node.get_closest_marker("integration") is not None:
         request.getfixturevalue("kafka_bootstrap")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_bootstrap: str) -> str:
+    """``client_balance.testing``'s broker, its default status topic made with 1-hour segments.
+
+    The topic is made as the SDK makes it, but for ``segment.ms``.
+    Tests read the status log back and count what is in it (forgeries skipped, a withdrawal
+    copied back), and the SDK's 1-minute segments let the cleaner drop superseded records
+    between a write and its check. How verdicts survive real compaction is tested on a topic
+    of its own (``test_verdicts_hold_on_the_status_log_after_real_compaction``), and the SDK's
+    own settings on another (``test_a_created_status_topic_rolls_and_forgets_tombstones_soon``).
+    A cluster named by the environment keeps whatever status topic it has.
+    """
+    # Imported here: a plugin module imported by conftest first is not assertion-rewritten.
+    from client_balance.testing import BROKER_ENV
+
+    if not os.environ.get(BROKER_ENV):
+        config = {**STATUS_TOPIC_CONFIG, "segment.ms": "3600000"}
+        admin.create_topics(
+            kafka_bootstrap, {DEFAULT_STATUS_TOPIC: 1}, config=config, exist_ok=True
+        )
+    return kafka_bootstrap
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -39,6 +39,7 @@ from client_balance.membership._writer import StatusWriter
 from client_balance.settings import KafkaValue
 
 __all__ = [
+    "STATUS_TOPIC_CONFIG",
     "StatusReader",
     "ensure_status_topic",
     "open_status_topic",
@@ -48,16 +49,17 @@ __all__ = [
 _log = get_logger("membership")
 
 _READ_WAIT_S = 0.1
-_TOPIC_CONFIG = {
+STATUS_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "message.timestamp.type": "LogAppendTime",
     # Dead members' last records are all compaction keeps; clean often enough that a long
     # run does not replay much on start.
     "min.cleanable.dirty.ratio": "0.1",
     # Every start replays the group's partition, and the active segment is never cleaned:
-    # each member's report every report_interval_s stays there until it rolls. An 8-member
-    # group reports 480 times in 10 minutes, 2,880 in an hour; 4,170 records took 20 ms.
-    "segment.ms": "600000",
+    # each member's report every report_interval_s stays there until it rolls. A group of
+    # 100 reports 6,000 times in 10 minutes, which a start took 0.18 s to replay; rolled each
+    # minute and cleaned (within the cleaner's 15 s back-off), 300-700 records stay.
+    "segment.ms": "60000",
     # Tombstones of members that left, and of their claims, stay this long after cleaning
     # (Kafka's default is a day). A reader replays in milliseconds; only a replay longer than
     # this could miss a withdrawal.
@@ -66,6 +68,7 @@ _TOPIC_CONFIG = {
     # Kafka's 1 MB default would fence a member of some 35,000 partitions; 8 MiB, 280,000.
     "max.message.bytes": str(8 * 1024 * 1024),
 }
+"""The settings of a status topic the SDK creates (docs/operations.md, "The status topic")."""
 
 
 def status_partition(group: str, partitions: int) -> int:
@@ -98,7 +101,7 @@ def ensure_status_topic(
     ``allow_single_replica``. ``admin``: a client to ask through (else a new one).
     """
     state = ensure_topic(
-        bootstrap_servers, topic, config=_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
+        bootstrap_servers, topic, config=STATUS_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
         partitions=partitions, admin=admin,
     )  # fmt: skip
     if state.partitions < partitions:

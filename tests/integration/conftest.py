@@ -89,10 +89,17 @@ def groups(tmp_path: Path) -> Iterator[GroupFactory]:
     """Factory of worker-process groups; kills their workers at teardown."""
     made: list[Group] = []
 
-    def make(bootstrap: str, topic: str, source_count: int, *, mode: str | None = None) -> Group:
+    def make(
+        bootstrap: str,
+        topic: str,
+        source_count: int,
+        *,
+        mode: str | None = None,
+        status_topic: str | None = None,
+    ) -> Group:
         folder = tmp_path / f"group{len(made)}"
         folder.mkdir()
-        made.append(Group(bootstrap, topic, source_count, folder, mode=mode))
+        made.append(Group(bootstrap, topic, source_count, folder, mode, status_topic=status_topic))
         return made[-1]
 
     yield make

@@ -181,6 +181,7 @@ class Worker:
             lease_timeout_s=args.lease_timeout_s,
             report_interval_s=min(1.0, args.lease_timeout_s / 3),
             request_timeout_s=args.lease_timeout_s / 3,
+            **({"status_topic": args.status_topic} if args.status_topic else {}),
         )
 
     def run(self) -> int:
@@ -290,6 +291,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-max", type=int, default=1000)
     parser.add_argument("--reconcile-interval-s", type=float, default=1.0)
     parser.add_argument("--lease-timeout-s", type=float, default=6.0)
+    parser.add_argument("--status-topic", default=None, help="default: the SDK's")
     parser.add_argument(
         "--confirm-delay-s",
         type=float,

@@ -11,20 +11,41 @@ and every message it delivers. From those, after a fault:
 - :func:`assert_only_owners_act`: replaying the status log for who held each partition when, no
   member handed out a batch or committed while another member's winning claim stood;
 - :func:`assert_commits_never_go_back`: across all members, committed positions only grow.
+
+The status log is replayed record by record, so a group whose history is checked writes to a
+status topic of its own (:func:`audited_status_topic`) that the log cleaner leaves alone while
+the test runs.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from client_balance import admin
 from client_balance.membership import GroupState, MemberReport, parse_key, status_partition
+from client_balance.membership._log import STATUS_TOPIC_CONFIG
 from tests.integration.consumer_worker import timed_batch_events
 from tests.integration.workers import Node
 
 STATUS_TOPIC = "__client_balance_status"
+
+
+def audited_status_topic(bootstrap: str) -> str:
+    """A fresh status topic as the SDK makes one, but with hour-long segments.
+
+    The SDK's segments roll every minute and the cleaner then drops every report but each
+    member's last: a replay of the whole history (who held what when) needs them all, and
+    workers that report every second fill a segment within a test.
+    """
+    name = f"status-audited-{uuid.uuid4().hex[:8]}"
+    config = {**STATUS_TOPIC_CONFIG, "segment.ms": "3600000"}
+    admin.create_topics(bootstrap, {name: 1}, config=config)
+    return name
+
 
 Event = tuple[str, int, int, int]
 """``(kind, partition, position, flag)`` of ``consumer_worker.batch_events``."""
@@ -183,9 +204,14 @@ def assert_commits_never_go_back(member_events: dict[str, list[TimedEvent]]) -> 
             furthest = position
 
 
-def assert_history_holds(bootstrap: str, group: str, topic: str, nodes: Iterable[Node]) -> None:
-    """Replay the status log and the workers' timed logs: only owners act, commits only grow."""
-    log = status_log(bootstrap, group)
+def assert_history_holds(
+    bootstrap: str, group: str, topic: str, nodes: Iterable[Node], status_topic: str
+) -> None:
+    """Replay the status log and the workers' timed logs: only owners act, commits only grow.
+
+    ``status_topic``: the group's, from :func:`audited_status_topic`.
+    """
+    log = status_log(bootstrap, group, status_topic)
     pids = members_by_pid(log)
     events = {pids[node.process.pid]: timed_batch_events(node.out) for node in nodes}
     assert_only_owners_act(owners_over_time(group, topic, log), events)

@@ -120,6 +120,8 @@ class Group:
     mode: str | None = None
     """``--mode`` of the workers (None: what ``source_count`` means)."""
     group: str = field(default_factory=lambda: f"cb-group-{os.getpid()}-{next(_groups)}")
+    status_topic: str | None = None
+    """``--status-topic`` of the workers (None: the SDK's default)."""
     started: list[Node] = field(default_factory=list)
 
     def spawn(self, node_id: int, *options: str, run: int = 0) -> Node:
@@ -130,7 +132,8 @@ class Group:
             sys.executable, "-m", "tests.integration.consumer_worker",
             "--bootstrap", self.bootstrap, "--group", self.group, "--topic", self.topic,
             "--source-count", str(self.source_count), "--node-id", str(node_id),
-            "--out", str(out), *(("--mode", self.mode) if self.mode else ()), *options,
+            "--out", str(out), *(("--mode", self.mode) if self.mode else ()),
+            *(("--status-topic", self.status_topic) if self.status_topic else ()), *options,
         ]  # fmt: skip
         with log.open("wb") as sink:
             process = subprocess.Popen(

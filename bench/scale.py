@@ -455,13 +455,18 @@ def _header(args: argparse.Namespace, series: str, cluster: dict[str, Any]) -> d
             "steady_s": args.steady_s}  # fmt: skip
 
 
+def _members_topic(args: argparse.Namespace) -> str:
+    """The topic of the members and history series, made once on their broker."""
+    topic = f"bench-scale-members-{args.member_topic_partitions}p"
+    admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions}, exist_ok=True)
+    return topic
+
+
 def members_series(args: argparse.Namespace) -> None:
     """The members points, on one broker (its own, unless the env names a cluster)."""
     with broker(args, 1) as cluster:
         base = _header(args, "members", cluster)
-        topic = f"bench-scale-members-{args.member_topic_partitions}p"
-        admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions},
-                            exist_ok=True)  # fmt: skip
+        topic = _members_topic(args)
         for count in args.members:
             spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1}
             runs = runs_of(args, spec, count, f"{count} members")
@@ -473,9 +478,7 @@ def history_series(args: argparse.Namespace) -> None:
     """The history points: one group, its status partition holding more and more report rounds."""
     with broker(args, 1) as cluster:
         base = _header(args, "history", cluster)
-        topic = f"bench-scale-members-{args.member_topic_partitions}p"
-        admin.create_topics(args.bootstrap, {topic: args.member_topic_partitions},
-                            exist_ok=True)  # fmt: skip
+        topic = _members_topic(args)
         count = args.history_members
         for rounds in args.history_rounds:
             spec = {**base, "topics": [topic], "mode": args.mode, "nodes": count + 1,

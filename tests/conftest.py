@@ -6,12 +6,7 @@ import os
 
 import pytest
 
-from client_balance import admin
-from client_balance.membership._log import STATUS_TOPIC_CONFIG
-
 pytest_plugins = ["client_balance.testing"]
-
-DEFAULT_STATUS_TOPIC = "__client_balance_status"
 
 
 @pytest.fixture(autouse=True)
@@ -35,12 +30,10 @@ def kafka_bootstrap(kafka_bootstrap: str) -> str:
     """
     # Imported here: a plugin module imported by conftest first is not assertion-rewritten.
     from client_balance.testing import BROKER_ENV
+    from tests.integration.history import STATUS_TOPIC, audited_status_topic
 
     if not os.environ.get(BROKER_ENV):
-        config = {**STATUS_TOPIC_CONFIG, "segment.ms": "3600000"}
-        admin.create_topics(
-            kafka_bootstrap, {DEFAULT_STATUS_TOPIC: 1}, config=config, exist_ok=True
-        )
+        audited_status_topic(kafka_bootstrap, STATUS_TOPIC)
     return kafka_bootstrap
 
 

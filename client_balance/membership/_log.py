@@ -57,8 +57,8 @@ STATUS_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.1",
     # Every start replays the group's partition, and the active segment is never cleaned:
     # each member's report every report_interval_s stays there until it rolls. A group of
-    # 100 reports 6,000 times in 10 minutes, which a start took 0.18 s to replay; rolled each
-    # minute and cleaned (within the cleaner's 15 s back-off), 300-700 records stay.
+    # 100 reports 6,000 times in 10 minutes, which a start took 0.1-0.2 s to replay; rolled
+    # each minute and cleaned (within the cleaner's 15 s back-off), 300-900 records stay.
     "segment.ms": "60000",
     # Tombstones of members that left, and of their claims, stay this long after cleaning
     # (Kafka's default is a day). A reader replays in milliseconds; only a replay longer than

@@ -34,16 +34,17 @@ from tests.integration.workers import Node
 STATUS_TOPIC = "__client_balance_status"
 
 
-def audited_status_topic(bootstrap: str) -> str:
-    """A fresh status topic as the SDK makes one, but with hour-long segments.
+def audited_status_topic(bootstrap: str, name: str | None = None) -> str:
+    """A status topic as the SDK makes one, but with hour-long segments; its name.
 
     The SDK's segments roll every minute and the cleaner then drops every report but each
     member's last: a replay of the whole history (who held what when) needs them all, and
-    workers that report every second fill a segment within a test.
+    workers that report every second fill a segment within a test. ``name``: a fresh one by
+    default; one that exists already is left as it is.
     """
-    name = f"status-audited-{uuid.uuid4().hex[:8]}"
+    name = name or f"status-audited-{uuid.uuid4().hex[:8]}"
     config = {**STATUS_TOPIC_CONFIG, "segment.ms": "3600000"}
-    admin.create_topics(bootstrap, {name: 1}, config=config)
+    admin.create_topics(bootstrap, {name: 1}, config=config, exist_ok=True)
     return name
 
 

@@ -42,11 +42,12 @@ per partition); ``first-message-sparse`` one with 100 per partition, fewer than 
 
 Every timed run is its own Python process (no shared GIL, memory or librdkafka state), the two
 sides alternate, untimed runs of each side go first (the broker's JIT and page cache:
-``--warmup``, default 1, before a throughput case; ``--start-warmup``, default 10, before a
+``--warmup``, default 1, before a throughput case; ``--start-warmup``, default 30, before a
 first-message case, whose figures are kept in the line as ``ours_warmup_runs`` and
-``peer_warmup_runs``), and the figures are medians of ``--runs``; the single runs are in the
-line, and ``load`` is the 1-minute load average before and after. The broker is a fresh
-``LocalKafka``, or the cluster at ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``.
+``peer_warmup_runs``), and the figures are medians of ``--runs`` (throughput, default 5) or
+``--start-runs`` (first message, default 15); the single runs are in the line, and ``load``
+is the 1-minute load average before and after. The broker is a fresh ``LocalKafka``, or the
+cluster at ``CLIENT_BALANCE_BOOTSTRAP_SERVERS``.
 """
 
 from __future__ import annotations
@@ -98,11 +99,17 @@ LARGE_MESSAGES: dict[str, Any] = {
 """The memory case: 2,000 messages of 1 MB (2 GB), same settings on both sides; peak RSS."""
 FIRST_MESSAGE_BACKLOG = {"first-message": 10_000, "first-message-sparse": 100}
 """Messages per partition in the first-message cases' topics."""
-START_WARMUP = 10
+START_WARMUP = 30
 """Untimed runs of each side before a first-message case. A fresh broker's request paths are
-interpreted until its JIT compiles them: in the fifth round, ours took 221, 50, 48, 34, 34, 37,
-29 ms over the first starts and 23-32 ms after ten, the peer 175 then 116-147 ms. A production
-broker is warm, so the timed runs come after ten; the warm-up runs are in the line too."""
+interpreted until its JIT compiles them. 80 pairs from a cold broker, medians of each ten
+(docs/benchmarks.md, 2026-11-28): ours 36.0, 30.0, 30.0, 26.0, 25.5, 25.0, 27.0, 25.0 ms and
+33.5, 31.0, 30.5, 27.0, 26.5, 28.0, 28.0, 26.5 ms, the peer 135.5 then 124-129 ms. Ours needs
+some thirty starts to reach its plateau, the peer ten. A production broker is warm, so the timed
+runs come after thirty; the warm-up runs are in the line too."""
+START_RUNS = 15
+"""Timed runs of each side in a first-message case (``--runs`` counts the throughput cases').
+Medians of five moved the backlog ratio between 4.2x and 5.9x from one run to the next on the
+same code; fifteen cost about a minute more per case."""
 FIRST_MESSAGE_PEERS = {
     "classic": "subscribe(), classic group protocol, broker default "
     "group.initial.rebalance.delay.ms (3000)",
@@ -422,9 +429,9 @@ Runs = list[dict[str, Any]]
 
 
 def alternate(
-    args: argparse.Namespace, bootstrap: str, topic: str, case: Case, *, warmup: int
+    args: argparse.Namespace, bootstrap: str, topic: str, case: Case, *, warmup: int, runs: int
 ) -> tuple[Runs, Runs, Runs, Runs, Runs]:
-    """``warmup`` untimed runs of both sides, then ``--runs`` alternating runs of each.
+    """``warmup`` untimed runs of both sides, then ``runs`` alternating runs of each.
 
     Returns our timed runs, the peer's, the warm-up runs of each (kept for the line: what
     a cold broker costs is shown, not hidden), and the timed runs of the raw loop with the SDK
@@ -437,7 +444,7 @@ def alternate(
         peer_warmups.append(run_worker(peer, args, bootstrap, topic, case))
         our_warmups.append(run_worker(ours, args, bootstrap, topic, case))
     our_runs, peer_runs, imported_runs = [], [], []
-    for _ in range(args.runs):
+    for _ in range(runs):
         our_runs.append(run_worker(ours, args, bootstrap, topic, case))
         peer_runs.append(run_worker(peer, args, bootstrap, topic, case))
         if case.times_sdk_imported_peer:
@@ -465,7 +472,7 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
     produce_s = produce(bootstrap, topic, args.partitions, messages, size)
     load_before = _load()
     our_runs, peer_runs, _, _, imported_runs = alternate(
-        args, bootstrap, topic, case, warmup=args.warmup
+        args, bootstrap, topic, case, warmup=args.warmup, runs=args.runs
     )
     ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
     return {
@@ -545,7 +552,7 @@ def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> d
     produce(bootstrap, topic, args.partitions, backlog * args.partitions, args.size)
     load_before = _load()
     our_runs, peer_runs, our_warmups, peer_warmups, _ = alternate(
-        args, bootstrap, topic, case, warmup=args.start_warmup
+        args, bootstrap, topic, case, warmup=args.start_warmup, runs=args.start_runs
     )
     ours, peer = _median(our_runs, "seconds"), _median(peer_runs, "seconds")
     return {
@@ -560,7 +567,7 @@ def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> d
         "peer_kafka": {**peer_settings(), **case.kafka},
         "partitions": args.partitions,
         "messages_per_partition": backlog,
-        "runs": args.runs,
+        "runs": args.start_runs,
         "ours_runs": [round(run["seconds"], 3) for run in our_runs],
         "peer_runs": [round(run["seconds"], 3) for run in peer_runs],
         "warmup": args.start_warmup,
@@ -604,8 +611,8 @@ def broker() -> Iterator[tuple[str, str]]:
         yield kafka.bootstrap_servers, f"LocalKafka kafka-{DEFAULT_KAFKA_VERSION}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the cases (or, with ``--worker``, one side once) and print their JSON lines."""
+def make_parser() -> argparse.ArgumentParser:
+    """The command line of this script."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -620,6 +627,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side")
     parser.add_argument(
         "--warmup", type=int, default=1, help="throughput: untimed runs of each side first"
+    )
+    parser.add_argument(
+        "--start-runs",
+        type=int,
+        default=START_RUNS,
+        help=f"first message: timed runs of each side (default {START_RUNS})",
     )
     parser.add_argument(
         "--start-warmup",
@@ -650,13 +663,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--gc-freeze", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the cases (or, with ``--worker``, one side once) and print their JSON lines."""
+    parser = make_parser()
     args = parser.parse_args(argv)
     if args.worker:
         result = WORKERS[args.worker](args)
         print(json.dumps({"worker": args.worker, **result}), flush=True)
         return 0
-    if args.runs < 1 or args.warmup < 0 or args.start_warmup < 0:
-        parser.error("--runs must be >= 1, --warmup and --start-warmup >= 0")
+    if args.runs < 1 or args.start_runs < 1 or args.warmup < 0 or args.start_warmup < 0:
+        parser.error("--runs and --start-runs must be >= 1, --warmup and --start-warmup >= 0")
 
     cases = plan(args)
     if args.list:

@@ -58,3 +58,31 @@ def test_the_raw_loops_process_does_not_import_the_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_first_message_cases_time_start_runs_after_start_warmup(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first-message case warms up --start-warmup and times --start-runs pairs, alternating."""
+    calls: list[str] = []
+
+    def run_worker(name: str, *_: object) -> dict[str, float]:
+        calls.append(name)
+        return {"seconds": 0.02}
+
+    monkeypatch.setattr(bench, "run_worker", run_worker)
+    args = bench.make_parser().parse_args(["--start-warmup", "2", "--start-runs", "3"])
+    case = bench.Case("first-message", kafka={"group.protocol": "consumer"})
+    ours, peer, our_warmups, peer_warmups, _ = bench.alternate(
+        args, "bootstrap", "topic", case, warmup=args.start_warmup, runs=args.start_runs
+    )
+    assert (len(ours), len(peer), len(our_warmups), len(peer_warmups)) == (3, 3, 2, 2)
+    assert calls[4:] == ["first-message-ours", "first-message-peer"] * 3
+
+
+def test_the_first_message_defaults_are_thirty_warm_ups_and_fifteen_runs(
+    bench: ModuleType,
+) -> None:
+    """Without options a first-message line is 15 timed pairs after 30 warm-up pairs."""
+    args = bench.make_parser().parse_args([])
+    assert (args.start_warmup, args.start_runs, args.runs) == (30, 15, 5)

@@ -109,7 +109,9 @@ runs come after thirty; the warm-up runs are in the line too."""
 START_RUNS = 15
 """Timed runs of each side in a first-message case (``--runs`` counts the throughput cases').
 Medians of five moved the backlog ratio between 4.2x and 5.9x from one run to the next on the
-same code; fifteen cost about a minute more per case."""
+same code. With the thirty warm-up pairs this adds about half a minute to each KIP-848 case and
+two minutes to each classic one, whose peer waits 3 s a start: the sixteenth ``make bench`` run
+took 40 minutes where the fifteenth took 34."""
 FIRST_MESSAGE_PEERS = {
     "classic": "subscribe(), classic group protocol, broker default "
     "group.initial.rebalance.delay.ms (3000)",

@@ -431,15 +431,21 @@ Runs = list[dict[str, Any]]
 
 
 def alternate(
-    args: argparse.Namespace, bootstrap: str, topic: str, case: Case, *, warmup: int, runs: int
+    args: argparse.Namespace, bootstrap: str, topic: str, case: Case
 ) -> tuple[Runs, Runs, Runs, Runs, Runs]:
-    """``warmup`` untimed runs of both sides, then ``runs`` alternating runs of each.
+    """Untimed runs of both sides, then alternating timed runs of each.
+
+    A throughput case takes ``--warmup`` and ``--runs`` of them, a first-message case
+    ``--start-warmup`` and ``--start-runs``.
 
     Returns our timed runs, the peer's, the warm-up runs of each (kept for the line: what
     a cold broker costs is shown, not hidden), and the timed runs of the raw loop with the SDK
     imported, taken in turn with the others (empty unless ``times_sdk_imported_peer``).
     """
-    kind = "throughput" if case.group == "throughput" else "first-message"
+    if case.group == "throughput":
+        kind, warmup, runs = "throughput", args.warmup, args.runs
+    else:
+        kind, warmup, runs = "first-message", args.start_warmup, args.start_runs
     ours, peer = f"{kind}-ours", f"{kind}-peer"
     our_warmups, peer_warmups = [], []
     for _ in range(warmup):
@@ -473,9 +479,7 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
     topic = f"bench-throughput-{messages}x{size}b-{args.partitions}p"
     produce_s = produce(bootstrap, topic, args.partitions, messages, size)
     load_before = _load()
-    our_runs, peer_runs, _, _, imported_runs = alternate(
-        args, bootstrap, topic, case, warmup=args.warmup, runs=args.runs
-    )
+    our_runs, peer_runs, _, _, imported_runs = alternate(args, bootstrap, topic, case)
     ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
     return {
         "bench": BENCH,
@@ -553,9 +557,7 @@ def run_first_message(args: argparse.Namespace, bootstrap: str, case: Case) -> d
     topic = f"bench-{case.group}-{backlog}x{args.size}b-{args.partitions}p"
     produce(bootstrap, topic, args.partitions, backlog * args.partitions, args.size)
     load_before = _load()
-    our_runs, peer_runs, our_warmups, peer_warmups, _ = alternate(
-        args, bootstrap, topic, case, warmup=args.start_warmup, runs=args.start_runs
-    )
+    our_runs, peer_runs, our_warmups, peer_warmups, _ = alternate(args, bootstrap, topic, case)
     ours, peer = _median(our_runs, "seconds"), _median(peer_runs, "seconds")
     return {
         "bench": BENCH,

@@ -73,9 +73,7 @@ def test_first_message_cases_time_start_runs_after_start_warmup(
     monkeypatch.setattr(bench, "run_worker", run_worker)
     args = bench.make_parser().parse_args(["--start-warmup", "2", "--start-runs", "3"])
     case = bench.Case("first-message", kafka={"group.protocol": "consumer"})
-    ours, peer, our_warmups, peer_warmups, _ = bench.alternate(
-        args, "bootstrap", "topic", case, warmup=args.start_warmup, runs=args.start_runs
-    )
+    ours, peer, our_warmups, peer_warmups, _ = bench.alternate(args, "bootstrap", "topic", case)
     assert (len(ours), len(peer), len(our_warmups), len(peer_warmups)) == (3, 3, 2, 2)
     assert calls[4:] == ["first-message-ours", "first-message-peer"] * 3
 

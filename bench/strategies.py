@@ -23,7 +23,9 @@ Sides, timed on the same inputs, which are built outside the timed region:
   encoded and decoded as on the wire (sticky: ``StickyAssignorUserData`` v1 with generation;
   cooperative: owned partitions with ``generation_id`` 1, subscription v2). Only where it
   finishes in reasonable time (at most 10k partitions and 1,000 members); its sticky
-  assignor alone takes about 15 s there, so it runs ``--peer-runs`` times (default 3).
+  assignor alone takes about 15 s there, so it runs ``--peer-runs`` times (default 3). It
+  runs in a process of its own (``bench/kafka_python_peer.py``), as Java runs in its JVM:
+  in the bench's process its allocations slowed the assignors of ours timed after them.
 
 Each case prints one JSON line in the format of every bench script: ``bench`` ("strategies"),
 ``case``, ``ours`` and ``peer`` (median seconds of one ``assign()``, also as ``ours_s`` and
@@ -46,7 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
+import functools
 import importlib
 import importlib.metadata
 import json
@@ -55,12 +57,13 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from kafka_python_peer import kafka_python_version, time_kafka_python
+from measure import PeerProcess, timed
 from progress_bar import advance, emit, progress  # bench/progress_bar.py
 
 from client_balance.broker import ensure_kafka_jars, find_java
@@ -73,7 +76,6 @@ if str(ROOT) not in sys.path:  # run as a script, bench/ is on the path but not 
 
 from tests.conformance.oracle import JavaOracle, OracleError, oracle_classpath  # noqa: E402
 
-T = TypeVar("T")
 Pairs = Sequence[tuple[str, int]]
 Answer = Mapping[str, Pairs]
 """Member id -> its (topic, partition) pairs: what every side's answer is checked as."""
@@ -283,28 +285,6 @@ def check(
 # ------------------------------------------------------------------------------ timing
 
 
-def timed(
-    prepare: Callable[[], Callable[[], T]], runs: int, budget_s: float
-) -> tuple[list[float], T]:
-    """Wall times of ``runs`` calls (fewer once ``budget_s`` is spent) and the last result.
-
-    ``prepare`` builds whatever a call must not share with the previous one, untimed.
-    """
-    times: list[float] = []
-    result: T | None = None
-    while True:
-        call = prepare()
-        # Free the previous result before the clock starts: otherwise freeing a million
-        # tuples lands inside the next timed call, which a JVM's young collection never pays.
-        result = None
-        gc.collect()
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-        if len(times) >= runs or sum(times) >= budget_s:
-            return times, result
-
-
 # ------------------------------------------------------------------------------ ours
 
 
@@ -345,101 +325,6 @@ def java_answer(answer: Mapping[str, Any]) -> dict[str, list[tuple[str, int]]]:
     }
 
 
-# ------------------------------------------------------------------------------ kafka-python
-
-
-class KafkaPythonCluster:
-    """What kafka-python's assignors read of ``ClusterMetadata``: topics and partition ids."""
-
-    def __init__(self, topics: Mapping[str, int]) -> None:
-        self._partitions = {topic: dict.fromkeys(range(count)) for topic, count in topics.items()}
-
-    def topics(self, exclude_internal_topics: bool = True) -> set[str]:
-        """All topic names (none is internal here)."""
-        return set(self._partitions)
-
-    def partitions_for_topic(self, topic: str) -> set[int] | None:
-        """A new set of the topic's partition ids, as ``ClusterMetadata`` returns."""
-        partitions = self._partitions.get(topic)
-        return None if partitions is None else set(partitions.keys())
-
-
-@dataclass(frozen=True)
-class KafkaPythonMember:
-    """A JoinGroup response member as its coordinator hands it to ``assign()``."""
-
-    member_id: str
-    group_instance_id: str | None
-    metadata: Any  # ConsumerProtocolSubscription, decoded from the wire
-
-
-class KafkaPython:
-    """kafka-python's assignors, called as its ``ConsumerCoordinator`` calls them."""
-
-    def __init__(self) -> None:
-        self.version = importlib.metadata.version("kafka-python")
-        assignors = "kafka.coordinator.assignors"
-        self._classes: dict[str, Any] = {
-            "range": importlib.import_module(f"{assignors}.range").RangePartitionAssignor,
-            "roundrobin": importlib.import_module(
-                f"{assignors}.roundrobin"
-            ).RoundRobinPartitionAssignor,
-            "sticky": importlib.import_module(
-                f"{assignors}.sticky.sticky_assignor"
-            ).StickyPartitionAssignor,
-            COOPERATIVE: importlib.import_module(
-                f"{assignors}.cooperative_sticky"
-            ).CooperativeStickyAssignor,
-        }
-        protocol = importlib.import_module("kafka.protocol.consumer.metadata")
-        self._subscription: Any = protocol.ConsumerProtocolSubscription
-        self._assignment: Any = protocol.ConsumerProtocolAssignment
-
-    @property
-    def peer(self) -> str:
-        """The peer's name in the JSON lines."""
-        return f"kafka-python-{self.version}"
-
-    def assignor(self, strategy: str) -> Any:
-        """A new assignor instance (the sticky ones keep state between rounds)."""
-        return self._classes[strategy]()
-
-    def members(
-        self, strategy: str, group: Group, owned: Mapping[str, Pairs]
-    ) -> list[KafkaPythonMember]:
-        """Each member's subscription as its own assignor writes it and the leader decodes it."""
-        members = []
-        for member, topics in group.subscriptions.items():
-            own = self.assignor(strategy)
-            if member in owned:
-                by_topic: dict[str, list[int]] = {}
-                for topic, partition in owned[member]:
-                    by_topic.setdefault(topic, []).append(partition)
-                own.on_assignment(self._assignment(0, sorted(by_topic.items()), b""), GENERATION)
-            subscription = own.metadata(sorted(topics))
-            if strategy == COOPERATIVE:
-                # Its own metadata() writes subscription v1, which has no generation field;
-                # v2 (KIP-792) carries it, as the Java consumer's does.
-                subscription = self._subscription(
-                    version=2,
-                    topics=subscription.topics,
-                    user_data=subscription.user_data,
-                    owned_partitions=subscription.owned_partitions,
-                    generation_id=GENERATION if member in owned else -1,
-                )
-            wire = subscription.encode()
-            members.append(KafkaPythonMember(member, None, self._subscription.decode(wire)))
-        return members
-
-    @staticmethod
-    def answer(result: Mapping[str, Any]) -> dict[str, list[tuple[str, int]]]:
-        """``{member_id: ConsumerProtocolAssignment}`` as (topic, partition) pairs."""
-        return {
-            member: [(tp.topic, tp.partition) for tp in assignment.partitions()]
-            for member, assignment in result.items()
-        }
-
-
 # ------------------------------------------------------------------------------ the run
 
 
@@ -457,7 +342,7 @@ def _rounded(times: Sequence[float]) -> list[float]:
 
 
 class Bench:
-    """Runs scenarios; holds the JVM, kafka-python and Java's last fresh answer."""
+    """Runs scenarios; holds the JVM, kafka-python's process and Java's last fresh answer."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.runs: int = args.runs
@@ -466,13 +351,16 @@ class Bench:
         self.budget_s: float = args.budget
         self.java_heap: str = args.java_heap
         self._oracle: JavaOracle | None = None
-        self._kafka_python: KafkaPython | str | None = None
+        self._kafka_python: str | None = None
+        """kafka-python's name with its version, or why it cannot run."""
+        self._kafka_python_process = PeerProcess()
         self._round_one: tuple[tuple[str, str, bool], dict[str, list[tuple[str, int]]]] | None
         self._round_one = None
         self.java_peer = "java-" + kafka_clients_version()
 
     def close(self) -> None:
-        """Stop the JVM."""
+        """Stop the JVM and kafka-python's process."""
+        self._kafka_python_process.close()
         if self._oracle is not None:
             self._oracle.close()
             self._oracle = None
@@ -496,12 +384,12 @@ class Bench:
             self.close()
             raise
 
-    def kafka_python(self) -> KafkaPython | str:
-        """The peer, or why it cannot run."""
+    def kafka_python(self) -> str:
+        """``kafka-python-3.0.12``, or why it cannot run (not installed)."""
         if self._kafka_python is None:
             try:
-                self._kafka_python = KafkaPython()
-            except (ImportError, importlib.metadata.PackageNotFoundError) as error:
+                self._kafka_python = f"kafka-python-{kafka_python_version()}"
+            except importlib.metadata.PackageNotFoundError as error:
                 self._kafka_python = (
                     f"kafka-python is not installed ({error}); `make bench` installs it"
                 )
@@ -512,7 +400,7 @@ class Bench:
         if peer == "java":
             return self.java_peer
         kafka_python = self.kafka_python()
-        return kafka_python.peer if isinstance(kafka_python, KafkaPython) else peer
+        return kafka_python if kafka_python.startswith("kafka-python-") else peer
 
     def round_one(self, scenario: Scenario, group: Group) -> dict[str, list[tuple[str, int]]]:
         """Java's answer to the fresh round of this strategy and group (kept from that case)."""
@@ -641,25 +529,22 @@ class Bench:
         self, scenario: Scenario, group: Group, owned: Mapping[str, Pairs]
     ) -> dict[str, Any] | str:
         kafka_python = self.kafka_python()
-        if isinstance(kafka_python, str):
+        if not kafka_python.startswith("kafka-python-"):
             return kafka_python
-        cluster = KafkaPythonCluster(group.topics)
-        members = kafka_python.members(scenario.strategy, group, owned)
-
-        def prepare() -> Callable[[], Any]:
-            assignor = kafka_python.assignor(scenario.strategy)
-            return lambda: assignor.assign(cluster, members)
-
-        runs = min(self.runs, self.peer_runs)
-        times, result = timed(prepare, runs, self.budget_s)
-        checked = check(
-            group,
-            kafka_python.answer(result),
-            owned,
-            cooperative=scenario.strategy == COOPERATIVE,
-        )
+        cooperative = scenario.strategy == COOPERATIVE
+        # In its own process: its allocations must not stay in the heap ours are timed in.
+        times, answer = self._kafka_python_process.call(
+            functools.partial(
+                time_kafka_python, scenario.strategy, dict(group.topics),
+                {member: list(topics) for member, topics in group.subscriptions.items()},
+                {member: list(pairs) for member, pairs in owned.items()},
+                cooperative=cooperative, generation=GENERATION,
+                runs=min(self.runs, self.peer_runs), budget_s=self.budget_s,
+            )
+        )  # fmt: skip
+        checked = check(group, answer, owned, cooperative=cooperative)
         return {
-            "peer_name": kafka_python.peer,
+            "peer_name": kafka_python,
             "peer_s": round(_median(times), 6),
             "peer_runs": len(times),
             "peer_runs_s": _rounded(times),

@@ -12,6 +12,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 def load_bench_script(name: str) -> ModuleType:
     """``bench/<name>.py`` as the module ``bench_<name>`` (bench/ is scripts, not a package)."""
+    if str(BENCH) not in sys.path:  # a script run finds its sibling modules there
+        sys.path.append(str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None

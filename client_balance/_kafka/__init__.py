@@ -60,6 +60,7 @@ from client_balance._kafka._metadata import (
 )
 from client_balance._kafka._offsets import (
     COMMIT_REQUEST_BYTES,
+    SecondReader,
     commit_batches,
     commit_offsets,
     commit_runs,
@@ -101,6 +102,7 @@ __all__ = [
     "Message",
     "MessageDecoder",
     "PartitionLayout",
+    "SecondReader",
     "TopicIds",
     "TopicIdsAnswer",
     "TopicState",

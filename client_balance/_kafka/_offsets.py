@@ -7,7 +7,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -24,9 +24,20 @@ _log = get_logger("kafka")
 
 ONE_BY_ONE_S = 1.0
 """With ``skip_unreadable``, what ``read_starts`` spends in all asking partitions one by one."""
+COMMITTED_PATIENCE_S = 0.2
+"""How long ``read_committed`` waits for the consumer's answer before asking a new client.
+
+A consumer looks its group coordinator up once it is made, on its bootstrap connection, which
+librdkafka drops as soon as the first metadata answer names the brokers. A lookup still on it
+is lost, and librdkafka asks again only 500 ms after the first time: about one start in a
+hundred waited 0.7 s for its committed offsets that way (docs/benchmarks.md). The answer
+takes a few milliseconds otherwise."""
+SecondReader = Callable[[], Consumer]
+"""Makes a new consumer of the same group: ``read_committed`` asks it when the first is slow."""
 
 __all__ = [
     "COMMIT_REQUEST_BYTES",
+    "SecondReader",
     "commit_batches",
     "commit_offsets",
     "commit_runs",
@@ -222,6 +233,7 @@ def read_starts(
     read_committed_only: bool = True,
     skip_unreadable: bool = False,
     fallback: AdminClient | None = None,
+    second_reader: SecondReader | None = None,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
     """Watermarks and the group's committed offsets of partitions ``consumer`` is to hold.
 
@@ -242,6 +254,8 @@ def read_starts(
     answer lacks. The consumer answers all or nothing: one partition it cannot read costs
     every other its answer, where the admin client answers each partition on its own.
 
+    ``second_reader``: see :func:`read_committed`.
+
     ``skip_unreadable``: a partition whose watermarks cannot be read now (its leader moved, or
     does not serve it yet) is left out of the answer, with a warning, instead of failing all
     of them; the partitions then asked one by one share ``ONE_BY_ONE_S`` in all: a topic just
@@ -250,7 +264,7 @@ def read_starts(
     """
     partitions = list(wanted)
     if through is None:
-        ranges, committed = _starts_from_consumer(consumer, partitions, timeout_s)
+        ranges, committed = _starts_from_consumer(consumer, partitions, timeout_s, second_reader)
     else:
         try:
             answers = ask_watermarks(
@@ -258,7 +272,7 @@ def read_starts(
             )
         except KafkaException:
             answers = dict  # each partition is asked on its own below
-        committed = read_committed(consumer, partitions, timeout_s)
+        committed = read_committed(consumer, partitions, timeout_s, second_reader=second_reader)
         ranges = answers()
     lacking = [tp for tp in partitions if tp not in ranges]
     if lacking and through is None and fallback is not None:
@@ -298,7 +312,10 @@ def read_starts(
 
 
 def _starts_from_consumer(
-    consumer: Consumer, partitions: list[TopicPartition], timeout_s: float
+    consumer: Consumer,
+    partitions: list[TopicPartition],
+    timeout_s: float,
+    second_reader: SecondReader | None,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int | None]]:
     def edge(spec: int) -> list[KafkaTopicPartition]:
         try:
@@ -314,7 +331,7 @@ def _starts_from_consumer(
         2, thread_name_prefix="client-balance-starts"
     ) as pool:
         edges = [pool.submit(edge, spec) for spec in (OFFSET_BEGINNING, OFFSET_END)]
-        committed = read_committed(consumer, partitions, timeout_s)
+        committed = read_committed(consumer, partitions, timeout_s, second_reader=second_reader)
         low, high = (
             {(t.topic, t.partition): t.offset for t in e.result() if t.error is None} for e in edges
         )
@@ -327,14 +344,49 @@ def _starts_from_consumer(
 
 
 def read_committed(
-    consumer: Consumer, partitions: Iterable[TopicPartition], timeout_s: float
+    consumer: Consumer,
+    partitions: Iterable[TopicPartition],
+    timeout_s: float,
+    *,
+    second_reader: SecondReader | None = None,
 ) -> dict[TopicPartition, int | None]:
-    """The group's committed offset of each partition (one OffsetFetch); None: none committed."""
+    """The group's committed offset of each partition (one OffsetFetch); None: none committed.
+
+    With ``second_reader``, a consumer that has not answered within ``COMMITTED_PATIENCE_S``
+    is left waiting for its group coordinator and a new consumer of the group is asked.
+    """
+    wanted = [kafka_tp(tp) for tp in partitions]
     try:
-        answers = consumer.committed([kafka_tp(tp) for tp in partitions], timeout=timeout_s)
+        if second_reader is None or timeout_s <= COMMITTED_PATIENCE_S:
+            answers = consumer.committed(wanted, timeout=timeout_s)
+        else:
+            answers = _committed_or_second(consumer, second_reader, wanted, timeout_s)
     except KafkaException as error:
         raise from_kafka_exception(error, "reading the group's committed offsets") from error
     return {
         TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
         for tp in answers
     }
+
+
+def _committed_or_second(
+    consumer: Consumer,
+    second_reader: SecondReader,
+    wanted: list[KafkaTopicPartition],
+    timeout_s: float,
+) -> list[KafkaTopicPartition]:
+    """``consumer``'s committed offsets, or a new reader's once it took COMMITTED_PATIENCE_S."""
+    answers: list[KafkaTopicPartition]
+    try:
+        answers = consumer.committed(wanted, timeout=COMMITTED_PATIENCE_S)
+        return answers
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError._TIMED_OUT:
+            raise
+    _log.info("the group coordinator is slow to be found; asking a new client")
+    reader = second_reader()
+    try:
+        answers = reader.committed(wanted, timeout=timeout_s - COMMITTED_PATIENCE_S)
+        return answers
+    finally:
+        reader.close()

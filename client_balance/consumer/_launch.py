@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from client_balance._deserializers import Deserializer
-from client_balance._kafka import admin_client
+from client_balance._kafka import admin_client, group_client
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer._buffers import Batch
@@ -178,6 +179,9 @@ def launch(
             {"enable.sparse.connections": False, **settings.admin_config()},
         )
         fetcher.starter.admin = admin  # its queries wait behind no fetch (read_starts)
+        fetcher.starter.second_reader = partial(
+            group_client, settings.bootstrap_servers, settings.group_id, settings.consumer_config()
+        )
         meta = MetaCache.of(settings, setup.topics, fetcher.metadata, admin)
         planner = TargetPlanner(setup, meta, hooks, {})
         planner.pin(pins, {})  # their topics, before anything is written

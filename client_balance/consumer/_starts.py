@@ -34,7 +34,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from client_balance._kafka import AdminClient, Consumer, kafka_tp, read_committed, read_starts
+from client_balance._kafka import (
+    AdminClient,
+    Consumer,
+    SecondReader,
+    kafka_tp,
+    read_committed,
+    read_starts,
+)
 from client_balance._logging import get_logger
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._commits import Committer
@@ -132,6 +139,8 @@ class Starter:
         """Partitions read ahead of their claim but not assigned yet (module docstring)."""
         self.admin: AdminClient | None = None
         """Asks the watermarks while the client fetches anything (``read_starts``)."""
+        self.second_reader: SecondReader | None = None
+        """Reads committed offsets when the client is slow to find its coordinator (``launch``)."""
         self._read_committed_only = isolation != "read_uncommitted"
         """The client's ``isolation.level``: the log's end is asked as it reads it."""
         self.deferred: list[HeldPartition] = []
@@ -210,7 +219,7 @@ class Starter:
         ranges, committed = read_starts(
             self._consumer, wanted, wait_s, through=through,
             read_committed_only=self._read_committed_only, skip_unreadable=skip_unreadable,
-            fallback=self.admin,
+            fallback=self.admin, second_reader=self.second_reader,
         )  # fmt: skip
         read = []
         for partition, filters in wanted.items():
@@ -249,7 +258,10 @@ class Starter:
             ]
         if not ahead:
             return {}, []
-        committed = read_committed(self._consumer, [s.partition for s in ahead], self._timeout_s)
+        committed = read_committed(
+            self._consumer, [s.partition for s in ahead], self._timeout_s,
+            second_reader=self.second_reader,
+        )  # fmt: skip
         kept, to_commit, wrong = {}, [], []
         for state in ahead:
             low, high = state.fetched_ahead or (0, 0)

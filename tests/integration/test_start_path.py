@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from client_balance._kafka import admin_client, producer_client
+from client_balance._kafka import admin_client, group_client, producer_client, read_committed
 from client_balance.errors import KafkaClientError
+from client_balance.keys import TopicPartition
 from client_balance.membership import StatusWriter, ensure_status_topic
 from client_balance.membership._keys import member_key
 from client_balance.membership._log import open_status_topic
@@ -53,3 +56,29 @@ def test_a_closed_status_writer_refuses_writes_and_closes_once(kafka_bootstrap: 
     with pytest.raises(KafkaClientError, match="the writer is closed") as refused:
         writer.write([(member_key("g", "me"), None)])
     assert refused.value.kafka_name == "STOPPED"
+
+
+def test_committed_offsets_come_from_a_second_reader_when_the_consumer_cannot_answer(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """A consumer that finds no group coordinator in time gives way to a new one, on a real broker.
+
+    Here the first consumer has no broker to reach at all; in a start it is one whose first
+    coordinator lookup was lost with its bootstrap connection (docs/benchmarks.md).
+    """
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    topic = new_topic(partitions=2)
+    committer = group_client(kafka_bootstrap, group)
+    try:
+        committer.commit(offsets=[KafkaTopicPartition(topic, 0, 42)], asynchronous=False)
+    finally:
+        committer.close()
+    stranded = group_client("127.0.0.1:1", group, overrides={"log_level": 0})
+    try:
+        answer = read_committed(
+            stranded, [TopicPartition(topic, 0), TopicPartition(topic, 1)], 10.0,
+            second_reader=lambda: group_client(kafka_bootstrap, group),
+        )  # fmt: skip
+    finally:
+        stranded.close()
+    assert answer == {TopicPartition(topic, 0): 42, TopicPartition(topic, 1): None}

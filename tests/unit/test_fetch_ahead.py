@@ -357,7 +357,7 @@ def _claimed_fetcher(monkeypatch: pytest.MonkeyPatch) -> tuple[Fetcher, _Fetchin
             {tp: (LOW, client.highs[tp.partition]) for tp in wanted}, {}
         ),
     )  # fmt: skip
-    monkeypatch.setattr(_starts, "read_committed", lambda consumer, partitions, timeout: {})
+    monkeypatch.setattr(_starts, "read_committed", lambda consumer, partitions, timeout, **_: {})
     made = Fetcher(ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g"))
     made.fetch_ahead({T0: None, T1: None}, _rules(T0, T1))
     made.hold({T0: None, T1: None}, _rules(T0, T1))

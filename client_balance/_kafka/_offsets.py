@@ -29,9 +29,9 @@ COMMITTED_PATIENCE_S = 0.2
 
 A consumer looks its group coordinator up once it is made, on its bootstrap connection, which
 librdkafka drops as soon as the first metadata answer names the brokers. A lookup still on it
-is lost, and librdkafka asks again only 500 ms after the first time: about one start in a
-hundred waited 0.7 s for its committed offsets that way (docs/benchmarks.md). The answer
-takes a few milliseconds otherwise."""
+is lost, and librdkafka asks again on its coordinator-query interval, 0.5 to 1 s later: now and
+then a start waited 0.7 s for its committed offsets that way (docs/design-decisions.md). The
+answer takes a few milliseconds otherwise."""
 SecondReader = Callable[[], Consumer]
 """Makes a new consumer of the same group: ``read_committed`` asks it when the first is slow."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from client_balance._deserializers import Deserializer
@@ -179,8 +178,9 @@ def launch(
             {"enable.sparse.connections": False, **settings.admin_config()},
         )
         fetcher.starter.admin = admin  # its queries wait behind no fetch (read_starts)
-        fetcher.starter.second_reader = partial(
-            group_client, settings.bootstrap_servers, settings.group_id, settings.consumer_config()
+        # A closure, not a partial over the config: that would carry revealed secrets in its repr.
+        fetcher.starter.second_reader = lambda: group_client(
+            settings.bootstrap_servers, settings.group_id, settings.consumer_config()
         )
         meta = MetaCache.of(settings, setup.topics, fetcher.metadata, admin)
         planner = TargetPlanner(setup, meta, hooks, {})

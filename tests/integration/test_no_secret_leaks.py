@@ -91,6 +91,8 @@ def test_a_canary_secret_appears_in_no_output(
             got += len(batch.messages)
             texts.append(repr(consumer.confirm(batch.confirm_context)))
         texts += [repr(consumer.get_partition_meta()), repr(consumer.offset_infos())]
+        starter = consumer._running().fetcher.starter  # what start() wired into it, kept there
+        texts += [repr(starter.second_reader), repr(vars(starter))]
         texts.append(repr(GroupView.load(settings)))
         errors: list[BaseException] = []
         for bad in (

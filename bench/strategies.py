@@ -23,7 +23,7 @@ Sides, timed on the same inputs, which are built outside the timed region:
   encoded and decoded as on the wire (sticky: ``StickyAssignorUserData`` v1 with generation;
   cooperative: owned partitions with ``generation_id`` 1, subscription v2). Only where it
   finishes in reasonable time (at most 10k partitions and 1,000 members); its sticky
-  assignor alone takes about 15 s there, so it runs ``--peer-runs`` times (default 3). It
+  assignor alone takes 8 to 15 s there, so it runs ``--peer-runs`` times (default 3). It
   runs in a process of its own (``bench/kafka_python_peer.py``), as Java runs in its JVM:
   in the bench's process its allocations slowed the assignors of ours timed after them.
 
@@ -351,8 +351,6 @@ class Bench:
         self.budget_s: float = args.budget
         self.java_heap: str = args.java_heap
         self._oracle: JavaOracle | None = None
-        self._kafka_python: str | None = None
-        """kafka-python's name with its version, or why it cannot run."""
         self._kafka_python_process = PeerProcess()
         self._round_one: tuple[tuple[str, str, bool], dict[str, list[tuple[str, int]]]] | None
         self._round_one = None
@@ -384,23 +382,19 @@ class Bench:
             self.close()
             raise
 
-    def kafka_python(self) -> str:
-        """``kafka-python-3.0.12``, or why it cannot run (not installed)."""
-        if self._kafka_python is None:
-            try:
-                self._kafka_python = f"kafka-python-{kafka_python_version()}"
-            except importlib.metadata.PackageNotFoundError as error:
-                self._kafka_python = (
-                    f"kafka-python is not installed ({error}); `make bench` installs it"
-                )
-        return self._kafka_python
+    @staticmethod
+    def kafka_python() -> str:
+        """``kafka-python-3.0.12``; ``PackageNotFoundError`` when it is not installed."""
+        return f"kafka-python-{kafka_python_version()}"
 
     def peer_name(self, peer: str) -> str:
         """``java-4.3.1``, ``kafka-python-3.0.12``: the peer with its version."""
         if peer == "java":
             return self.java_peer
-        kafka_python = self.kafka_python()
-        return kafka_python if kafka_python.startswith("kafka-python-") else peer
+        try:
+            return self.kafka_python()
+        except importlib.metadata.PackageNotFoundError:
+            return peer
 
     def round_one(self, scenario: Scenario, group: Group) -> dict[str, list[tuple[str, int]]]:
         """Java's answer to the fresh round of this strategy and group (kept from that case)."""
@@ -528,9 +522,10 @@ class Bench:
     def _kafka_python_line(
         self, scenario: Scenario, group: Group, owned: Mapping[str, Pairs]
     ) -> dict[str, Any] | str:
-        kafka_python = self.kafka_python()
-        if not kafka_python.startswith("kafka-python-"):
-            return kafka_python
+        try:
+            kafka_python = self.kafka_python()
+        except importlib.metadata.PackageNotFoundError as error:
+            return f"kafka-python is not installed ({error}); `make bench` installs it"
         cooperative = scenario.strategy == COOPERATIVE
         # In its own process: its allocations must not stay in the heap ours are timed in.
         times, answer = self._kafka_python_process.call(
@@ -571,7 +566,7 @@ def machine() -> dict[str, Any]:
     except Exception as error:  # the header must not stop the run
         java = f"unknown ({error})"
     try:
-        kafka_python = importlib.metadata.version("kafka-python")
+        kafka_python = kafka_python_version()
     except importlib.metadata.PackageNotFoundError:
         kafka_python = None
     return {

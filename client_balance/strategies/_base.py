@@ -7,6 +7,7 @@ the group splits.
 
 from __future__ import annotations
 
+import codecs
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ Assignment = dict[str, list[TopicPartition]]
 
 PartitionRacks = Mapping[TopicPartition, frozenset[str]]
 """Partition -> racks of its replicas (for rack-aware strategies)."""
+
+# Java orders members by UTF-16 (``kafka_member_order``). Python imports a codec's module on its
+# first use: done here, at import, rather than by the first assignment of a start, on the way to
+# its first message.
+codecs.lookup("utf-16-be")
 
 _INT32 = 1 << 32
 _INT32_MAX = (1 << 31) - 1

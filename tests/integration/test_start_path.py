@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 
@@ -14,6 +17,7 @@ from client_balance.keys import TopicPartition
 from client_balance.membership import StatusWriter, ensure_status_topic
 from client_balance.membership._keys import member_key
 from client_balance.membership._log import open_status_topic
+from tests.integration.workers import produce
 
 
 def test_the_status_writer_never_creates_a_topic_by_asking_for_it(kafka_bootstrap: str) -> None:
@@ -82,3 +86,39 @@ def test_committed_offsets_come_from_a_second_reader_when_the_consumer_cannot_an
     finally:
         stranded.close()
     assert answer == {TopicPartition(topic, 0): 42, TopicPartition(topic, 1): None}
+
+
+_START_IMPORTS = """
+import json, sys
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings
+bootstrap, topic, group = sys.argv[1:]
+before = set(sys.modules)
+settings = ClientBalanceSettings(
+    bootstrap_servers=bootstrap, group_id=group, start_position="earliest"
+)
+with ClientBalanceConsumer(settings) as consumer:
+    consumer.start([topic], source_count=1, node_id=0)
+    result = consumer.get_message(timeout_s=30.0)
+    imported = sorted(set(sys.modules) - before)
+    consumer.confirm(result.confirm_context)
+print(json.dumps(imported))
+"""
+
+
+def test_a_start_imports_no_module_on_the_way_to_its_first_message(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Every module a start needs is imported with the SDK: none costs the first message its load.
+
+    In a fresh interpreter, as a worker starts. The first assignment used to import the UTF-16
+    codec that orders members as Java does (``strategies._base``).
+    """
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 10, 2)
+    group = f"group-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(
+        [sys.executable, "-c", _START_IMPORTS, kafka_bootstrap, topic, group],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

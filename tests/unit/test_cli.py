@@ -1,7 +1,10 @@
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -9,7 +12,7 @@ from typing import Any
 import pytest
 
 from client_balance import admin
-from client_balance.cli import _render, main
+from client_balance.cli import NEEDS_RICH, _render, main
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 from tests.source_scan import calls, imports
@@ -210,6 +213,38 @@ def test_status_and_simulate_tables_come_from_the_one_renderer(
         ["strategy", "C1", "C2", "C3", "balance", "moves", "taken", "rebalances"],
     ]
     assert "MEMBER" in capsys.readouterr().out
+
+
+_WITHOUT_RICH = """
+import runpy, sys
+sys.modules["rich"] = None  # as in an install without the cli extra: importing it fails
+sys.argv = ["client-balance", *sys.argv[1:]]
+runpy.run_module("client_balance", run_name="__main__")
+"""
+
+
+def test_without_rich_the_command_says_which_extra_to_install() -> None:
+    """No rich (a library install): the command names the cli extra and exits 1, no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_RICH, "broker", "status", "--bootstrap", "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", NEEDS_RICH)
+    assert "pip install 'client-balance[cli]'" in NEEDS_RICH
+
+
+def test_the_library_runs_without_rich() -> None:
+    """A consumer's modules, the broker and the Spark source import no rich: it is the cli extra."""
+    done = subprocess.run(
+        [
+            sys.executable, "-c",
+            "import sys; sys.modules['rich'] = None; import client_balance, "
+            "client_balance.broker, client_balance.admin, client_balance.spark, "
+            "client_balance.testing, client_balance.strategies.simulation",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 def test_only_the_renderer_draws(capsys: pytest.CaptureFixture[str]) -> None:
@@ -447,3 +482,12 @@ def test_bad_kafka_settings_end_with_one_line_and_no_secret(
         assert captured.err.count("\n") == 1
         assert "kafka" in captured.err.lower()
         assert CANARY not in captured.err + captured.out
+
+
+def test_rich_is_the_command_lines_extra_not_a_dependency_of_the_library() -> None:
+    """pyproject.toml: rich only in the cli extra, which make's environment installs."""
+    root = CLI_PACKAGE.parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("rich")]
+    assert [d for d in project["optional-dependencies"]["cli"] if d.startswith("rich")]
+    assert "[test,spark,cli]" in (root / "Makefile").read_text()

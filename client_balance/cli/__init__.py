@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-__all__ = ["NEEDS_RICH", "main", "run"]
+__all__ = ["main", "run"]
 
-NEEDS_RICH = (
+_NEEDS_RICH = (
     "error: the client-balance command needs rich, its one extra dependency; "
     "install it with: pip install 'client-balance[cli]'\n"
 )
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as missing:
         if missing.name is None or missing.name.partition(".")[0] != "rich":
             raise
-        sys.stderr.write(NEEDS_RICH)
+        sys.stderr.write(_NEEDS_RICH)
         return 1
     return run_command(argv)
 

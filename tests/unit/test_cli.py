@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from client_balance import admin
-from client_balance.cli import NEEDS_RICH, _render, main
+from client_balance.cli import _NEEDS_RICH, _render, main
 from client_balance.errors import ConfigError
 from client_balance.settings import ClientBalanceSettings
 from tests.source_scan import calls, imports
@@ -229,8 +229,8 @@ def test_without_rich_the_command_says_which_extra_to_install() -> None:
         [sys.executable, "-c", _WITHOUT_RICH, "broker", "status", "--bootstrap", "127.0.0.1:1"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert (done.returncode, done.stdout, done.stderr) == (1, "", NEEDS_RICH)
-    assert "pip install 'client-balance[cli]'" in NEEDS_RICH
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", _NEEDS_RICH)
+    assert "pip install 'client-balance[cli]'" in _NEEDS_RICH
 
 
 def test_the_library_runs_without_rich() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from measure import timed  # bench/measure.py
 
 Pairs = Sequence[tuple[str, int]]
+COOPERATIVE = "cooperative-sticky"
 
 
 class KafkaPythonCluster:
@@ -58,7 +59,7 @@ class KafkaPython:
             "sticky": importlib.import_module(
                 f"{assignors}.sticky.sticky_assignor"
             ).StickyPartitionAssignor,
-            "cooperative-sticky": importlib.import_module(
+            COOPERATIVE: importlib.import_module(
                 f"{assignors}.cooperative_sticky"
             ).CooperativeStickyAssignor,
         }
@@ -76,7 +77,6 @@ class KafkaPython:
         subscriptions: Mapping[str, Sequence[str]],
         owned: Mapping[str, Pairs],
         *,
-        cooperative: bool,
         generation: int,
     ) -> list[KafkaPythonMember]:
         """Each member's subscription as its own assignor writes it and the leader decodes it."""
@@ -89,7 +89,7 @@ class KafkaPython:
                     by_topic.setdefault(topic, []).append(partition)
                 own.on_assignment(self._assignment(0, sorted(by_topic.items()), b""), generation)
             subscription = own.metadata(sorted(topics))
-            if cooperative:
+            if strategy == COOPERATIVE:
                 # Its own metadata() writes subscription v1, which has no generation field;
                 # v2 (KIP-792) carries it, as the Java consumer's does.
                 subscription = self._subscription(
@@ -129,7 +129,6 @@ def time_kafka_python(
     subscriptions: Mapping[str, Sequence[str]],
     owned: Mapping[str, Pairs],
     *,
-    cooperative: bool,
     generation: int,
     runs: int,
     budget_s: float,
@@ -140,9 +139,7 @@ def time_kafka_python(
     """
     kafka_python = _kafka_python()
     cluster = KafkaPythonCluster(topics)
-    members = kafka_python.members(
-        strategy, subscriptions, owned, cooperative=cooperative, generation=generation
-    )
+    members = kafka_python.members(strategy, subscriptions, owned, generation=generation)
 
     def prepare() -> Any:
         assignor = kafka_python.assignor(strategy)

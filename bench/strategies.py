@@ -526,18 +526,17 @@ class Bench:
             kafka_python = self.kafka_python()
         except importlib.metadata.PackageNotFoundError as error:
             return f"kafka-python is not installed ({error}); `make bench` installs it"
-        cooperative = scenario.strategy == COOPERATIVE
         # In its own process: its allocations must not stay in the heap ours are timed in.
         times, answer = self._kafka_python_process.call(
             functools.partial(
                 time_kafka_python, scenario.strategy, dict(group.topics),
                 {member: list(topics) for member, topics in group.subscriptions.items()},
                 {member: list(pairs) for member, pairs in owned.items()},
-                cooperative=cooperative, generation=GENERATION,
+                generation=GENERATION,
                 runs=min(self.runs, self.peer_runs), budget_s=self.budget_s,
             )
         )  # fmt: skip
-        checked = check(group, answer, owned, cooperative=cooperative)
+        checked = check(group, answer, owned, cooperative=scenario.strategy == COOPERATIVE)
         return {
             "peer_name": kafka_python,
             "peer_s": round(_median(times), 6),

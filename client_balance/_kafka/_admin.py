@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from client_balance._kafka._answers import answer_of
 from client_balance._kafka._clients import admin_client, group_client
 from client_balance._kafka._errors import (
     AUTHENTICATION_CODES,
@@ -135,7 +136,7 @@ def ask_group_members(
 
     def answer() -> list[str]:
         try:
-            description = futures[group_id].result(timeout=timeout_s)
+            description = answer_of(futures[group_id], timeout_s)
         except KafkaException as error:
             raise from_kafka_exception(
                 error, doing, kafka=kafka, operation="Describe", resource=group_id

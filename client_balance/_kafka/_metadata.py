@@ -14,6 +14,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
+from client_balance._kafka._answers import answer_of
 from client_balance._kafka._clients import admin_client, kafka_tp
 from client_balance._kafka._errors import timed_out
 from client_balance.keys import TopicPartition
@@ -122,7 +123,7 @@ class TopicIdsAnswer:
         ids = {}
         for name, future in sorted(self._futures.items()):
             try:
-                ids[name] = str(future.result(timeout=0).topic_id)
+                ids[name] = str(answer_of(future, 0).topic_id)
             except (KafkaException, concurrent.futures.TimeoutError):
                 continue  # gone (or not authorized, or not answered): nothing to compare
         return ids
@@ -180,7 +181,7 @@ def _offsets_answered(
     answered = {}
     for asked, future in futures.items():
         try:
-            offset = future.result(timeout=timeout_s).offset
+            offset = answer_of(future, timeout_s).offset
         except KafkaException:
             continue
         except concurrent.futures.TimeoutError:

@@ -14,6 +14,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 from confluent_kafka.cimpl import NewTopic  # admin re-exports it without __all__
 
+from client_balance._kafka._answers import answer_of
 from client_balance._kafka._clients import admin_client
 from client_balance._kafka._errors import AUTHORIZATION_CODES, from_kafka_exception, timed_out
 from client_balance._kafka._retry import METADATA_POLL_S, call_while, wait_until
@@ -52,7 +53,7 @@ def create_topics(
     futures = admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s)
     for name, future in sorted(futures.items()):
         try:
-            future.result()
+            answer_of(future)
         except KafkaException as error:
             if exist_ok and error.args[0].name() == "TOPIC_ALREADY_EXISTS":
                 continue
@@ -152,7 +153,7 @@ def ensure_topic(
         future = admin.create_topics([new], request_timeout=timeout_s)[topic]
         raced = False
         try:
-            future.result(timeout=timeout_s)
+            answer_of(future, timeout_s)
         except KafkaException as error:
             if error.args[0].code() != _TOPIC_EXISTS:
                 raise
@@ -205,9 +206,9 @@ def _config_of(
 
     def ask() -> Any:
         if pending:
-            return pending.pop().result(timeout=timeout_s)
+            return answer_of(pending.pop(), timeout_s)
         again = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-        return again.result(timeout=timeout_s)
+        return answer_of(again, timeout_s)
 
     # The metadata listed the topic, so "unknown" only says the broker answering has not
     # caught up yet (it restarted a moment ago): ask again within the time given.

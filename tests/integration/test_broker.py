@@ -1,3 +1,4 @@
+import gc
 import os
 import shutil
 import socket
@@ -10,11 +11,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from client_balance import admin
+from client_balance._kafka import ensure_topic
 from client_balance.broker import LocalKafka, ensure_kafka_jars, find_java
 from client_balance.cli import main
-from client_balance.errors import BrokerStartError, BrokerToolMissingError, ConfigError
+from client_balance.errors import (
+    BrokerStartError,
+    BrokerToolMissingError,
+    ConfigError,
+    KafkaClientError,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +85,33 @@ def test_create_topics_refuses_bad_counts_and_duplicates(
     admin.create_topics(kafka_bootstrap, {topic: 2}, exist_ok=True)
     with pytest.raises(Exception, match="TOPIC_ALREADY_EXISTS"):
         admin.create_topics(kafka_bootstrap, {topic: 2})
+
+
+def test_create_and_ensure_topic_leave_no_admin_client_behind(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """An admin client made for one call is gone when it returns, even when Kafka said no.
+
+    A future's error raised as it was stored kept every frame it passed through, and those kept
+    the future: a cycle that held the client, its threads and its connections until the next
+    full collection (on a stopped broker, its reconnect attempts filled the log).
+    """
+    topic = new_topic(partitions=2)
+
+    def admin_clients() -> set[int]:
+        return {id(o) for o in gc.get_objects() if isinstance(o, AdminClient)}
+
+    gc.collect()
+    gc.disable()  # only what references keep alive counts, not what a collection frees
+    try:
+        before = admin_clients()
+        admin.create_topics(kafka_bootstrap, {topic: 2}, exist_ok=True)
+        with pytest.raises(KafkaClientError, match="TOPIC_ALREADY_EXISTS"):
+            admin.create_topics(kafka_bootstrap, {topic: 2})
+        ensure_topic(kafka_bootstrap, topic, config={}, kafka={}, timeout_s=10.0)
+        assert admin_clients() - before == set()
+    finally:
+        gc.enable()
 
 
 def test_local_kafka_lifecycle_leaves_nothing_behind() -> None:

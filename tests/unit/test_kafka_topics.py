@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from client_balance._kafka import _topics
+from client_balance._kafka._answers import answer_of
 from client_balance.errors import KafkaClientError
 
 
@@ -219,3 +220,18 @@ def test_a_topic_created_meanwhile_by_another_client_is_described_as_it_is(
     assert (state.replication_factor, state.brokers) == (1, 3)
     assert state.config == {"cleanup.policy": "delete"}
     assert not state.created
+
+
+def test_an_answers_failure_is_raised_fresh_so_the_future_holds_no_frames() -> None:
+    """``answer_of`` raises a copy of a future's error: the stored one gathers no traceback."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    stored = KafkaException(KafkaError(36, "topic exists"))
+    future.set_exception(stored)
+    with pytest.raises(KafkaException) as raised:
+        answer_of(future, 0)
+    assert raised.value is not stored
+    assert raised.value.args[0].code() == 36
+    assert stored.__traceback__ is None
+    done: concurrent.futures.Future[str] = concurrent.futures.Future()
+    done.set_result("answer")
+    assert answer_of(done) == "answer"

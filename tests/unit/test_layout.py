@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,20 @@ def test_nothing_prints_outside_the_cli() -> None:
         prints = calls(path, "print")
         assert prints == [], f"{path} calls print() at lines {prints}"
         assert not any(name.startswith("rich") for name in imports(path)), path
+
+
+def test_importing_the_package_leaves_the_check_helpers_modules_out() -> None:
+    """``import client_balance`` loads neither tempfile nor secrets: only a helper needs them.
+
+    Every module an import loads stays in the application's process, and the collector walks
+    its objects at each full collection of a consumer's loop (docs/benchmarks.md).
+    """
+    code = (
+        "import sys, client_balance, client_balance.strategies; "
+        "print(sorted(m for m in ('tempfile', 'secrets', 'shutil') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))

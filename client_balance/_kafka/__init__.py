@@ -32,6 +32,7 @@ from client_balance._kafka._admin import (
 )
 from client_balance._kafka._clients import (
     LIBRDKAFKA_DEFAULTS,
+    AdminOwner,
     admin_client,
     fetch_client,
     group_client,
@@ -96,6 +97,7 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TRANSIENT_KAFKA_CODES",
     "AdminClient",
+    "AdminOwner",
     "Consumer",
     "KafkaError",
     "KafkaException",

@@ -8,8 +8,9 @@ by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -20,6 +21,7 @@ from client_balance.settings import ClientBalanceSettings, KafkaValue
 
 __all__ = [
     "LIBRDKAFKA_DEFAULTS",
+    "AdminOwner",
     "admin_client",
     "fetch_client",
     "fetch_queue_kbytes",
@@ -68,6 +70,31 @@ def admin_client(
             "allow.auto.create.topics": False,
         }
     )
+
+
+class AdminOwner:
+    """Holds the one reference to an admin client that keeps it alive; lends weak proxies.
+
+    confluent-kafka's ``AdminClient`` has no ``close()``: its threads and connections go when
+    its last reference does. A member's parts refer to one another in cycles, which only the
+    cyclic collector frees, whenever it next runs a full collection; so a stopped consumer's
+    admin client, or a failed start's, lived on that long. Every part gets :meth:`lend`'s
+    proxy instead, and :meth:`close` drops the client at once; a proxy used after that raises
+    ``ReferenceError``.
+    """
+
+    def __init__(self, client: AdminClient) -> None:
+        self._client: AdminClient | None = client
+
+    def lend(self) -> AdminClient:
+        """A weak proxy of the client, used as the client itself (it has its methods)."""
+        if self._client is None:
+            raise ReferenceError("the admin client is closed")
+        return cast(AdminClient, weakref.proxy(self._client))
+
+    def close(self) -> None:
+        """Drop the client: librdkafka stops its threads and closes its connections."""
+        self._client = None
 
 
 def group_client(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from client_balance._deserializers import Deserializer
-from client_balance._kafka import admin_client, group_client
+from client_balance._kafka import AdminOwner, admin_client, group_client
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer._buffers import Batch
@@ -31,6 +31,7 @@ from client_balance.errors import (
     RedeliveryLimitError,
 )
 from client_balance.keys import TopicPartition
+from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["Running", "launch"]
 
@@ -54,6 +55,8 @@ class Running:
     reconciler: Reconciler
     redeliveries: Redeliveries
     recorder: Recorder
+    admin: AdminOwner
+    """The member's admin client: every part holds a proxy of it, closed by :meth:`close`."""
     decoder: Decoder | None = None
     """None when both deserializers are ``"bytes"``: batches go out as fetched."""
 
@@ -135,6 +138,7 @@ class Running:
                 self.keeper.status.leave()
             self.redeliveries.close()
         finally:
+            self.admin.close()
             self.recorder.close()
 
     def settled(self, partition: TopicPartition, key: str, consumed: bool, current: int) -> None:
@@ -167,16 +171,11 @@ def launch(
     except BaseException:
         recorder.close()
         raise
+    admin_owner: AdminOwner | None = None
+    gave_up = threading.Event()  # the prefetch thread may still run when start() fails
     try:
-        # One admin client for every question of the member (group, status topic, metadata):
-        # each new client opens its own connections, round trips before the first message.
-        # It connects to every broker at once: with sparse connections librdkafka drops the
-        # bootstrap connection after the first metadata and holds the next one back for 10 ms,
-        # which every question of start() waited out (docs/design-decisions.md).
-        admin = admin_client(
-            settings.bootstrap_servers,
-            {"enable.sparse.connections": False, **settings.admin_config()},
-        )
+        admin_owner = _member_admin(settings)
+        admin = admin_owner.lend()  # the parts hold proxies: closing the owner frees it
         fetcher.starter.admin = admin  # its queries wait behind no fetch (read_starts)
         # A closure, not a partial over the config: that would carry revealed secrets in its repr.
         fetcher.starter.second_reader = lambda: group_client(
@@ -203,7 +202,7 @@ def launch(
         expects = planner.expects_share
         share_known = threading.Event()
         prefetch = threading.Thread(
-            target=_prefetch, args=(meta, keeper, share, share_known),
+            target=_prefetch, args=(meta, keeper, share, share_known, gave_up),
             name="client-balance-prefetch", daemon=True,
         )  # fmt: skip
         prefetch.start()
@@ -219,8 +218,8 @@ def launch(
             claims=lambda: share if expects and share_known.wait(AHEAD_WAIT_S) else [],
         )
     except BaseException:
-        fetcher.close(0.0)
-        recorder.close()
+        gave_up.set()
+        _close_all(fetcher, admin_owner, recorder)
         raise
     keeper.status = status
     status.recorder = recorder
@@ -229,8 +228,7 @@ def launch(
         planner.pin(pins, status.pins())  # a live member that pinned one first wins
     except BaseException:
         status.leave()
-        fetcher.close(0.0)
-        recorder.close()
+        _close_all(fetcher, admin_owner, recorder)
         raise
     # No report now: the join report carries the pins already, and one written beside the first
     # round's claims would delay them; the round reports once it registered.
@@ -238,8 +236,36 @@ def launch(
     if recorder.enabled:
         recorder.watch(lambda: _held_lags(fetcher))
     return Running(
-        setup, fetcher, meta, keeper, reconciler, Redeliveries(settings), recorder, decoder
+        setup,
+        fetcher,
+        meta,
+        keeper,
+        reconciler,
+        Redeliveries(settings),
+        recorder,
+        admin_owner,
+        decoder,
     )
+
+
+def _member_admin(settings: ClientBalanceSettings) -> AdminOwner:
+    """The member's one admin client, for every question (group, status topic, metadata).
+
+    Each new client opens its own connections, round trips before the first message. This one
+    connects to every broker at once: with sparse connections librdkafka drops the bootstrap
+    connection after the first metadata and holds the next one back for 10 ms, which every
+    question of start() waited out (docs/design-decisions.md).
+    """
+    config = {"enable.sparse.connections": False, **settings.admin_config()}
+    return AdminOwner(admin_client(settings.bootstrap_servers, config))
+
+
+def _close_all(fetcher: Fetcher, admin: AdminOwner | None, recorder: Recorder) -> None:
+    """What a start() that failed made: nothing of it outlives the call (no cycle waits)."""
+    fetcher.close(0.0)
+    if admin is not None:
+        admin.close()
+    recorder.close()
 
 
 def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
@@ -252,6 +278,18 @@ def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
 
 
 def _prefetch(
+    meta: MetaCache, keeper: PartitionKeeper, share: list[TopicPartition],
+    known: threading.Event, gave_up: threading.Event,
+) -> None:  # fmt: skip
+    try:
+        _prefetch_share(meta, keeper, share, known)
+    except Exception:
+        if not gave_up.is_set():
+            raise
+        # start() failed meanwhile and closed the clients under this thread: nothing to do.
+
+
+def _prefetch_share(
     meta: MetaCache, keeper: PartitionKeeper, share: list[TopicPartition], known: threading.Event
 ) -> None:
     try:

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from client_balance import (
     AssignmentContext,
     ClientBalanceConsumer,
     ClientBalanceSettings,
+    ConfigError,
     ConsumeResult,
     GroupInUseError,
     GroupMode,
@@ -452,9 +453,11 @@ def test_a_stopped_consumer_holds_no_kafka_client(
 ) -> None:
     """After shutdown() none of its librdkafka threads is left, though the object is kept.
 
-    Before the fix the status writer was flushed, not closed, and the stopped consumer kept all
-    it had built: the writer's and the admin client's seven librdkafka threads, and their
-    connections reconnecting to the brokers, for as long as the application held the object.
+    Before the first fix the status writer was flushed, not closed, and the stopped consumer
+    kept all it had built: the writer's and the admin client's seven librdkafka threads, and
+    their connections reconnecting to the brokers, for as long as the application held the
+    object. Before the second, the admin client (it has no close()) lived on in the member's
+    reference cycles until the collector's next full collection: the collector is off here.
     """
     topic = new_topic(partitions=2)
     gc.collect()
@@ -462,9 +465,38 @@ def test_a_stopped_consumer_holds_no_kafka_client(
     consumer = make_consumer()  # the fixture keeps it too, as an application would
     consumer.start([topic], source_count=1, node_id=0)
     assert _kafka_threads() > before
-    consumer.shutdown()
-    gc.collect()  # the admin client has no close(): it goes with its last reference
-    wait_until(lambda: _kafka_threads() <= before, 10.0, "the stopped consumer's clients gone")
+    with _collector_off():
+        consumer.shutdown()
+        wait_until(lambda: _kafka_threads() <= before, 10.0, "the stopped consumer's clients gone")
+
+
+def test_a_start_that_fails_leaves_no_kafka_client_behind(
+    new_topic: Callable[..., str], make_consumer: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """A refused start() closes what it made: no librdkafka thread outlives the call.
+
+    Before the fix the admin client stayed, with its threads and connection, held by the
+    frames of the error's traceback until the collector's next full collection.
+    """
+    not_compacted = new_topic(partitions=1)
+    gc.collect()
+    before = _kafka_threads()
+    consumer = make_consumer(status_topic=not_compacted)
+    with _collector_off():
+        with pytest.raises(ConfigError, match="it must be compacted") as refused:
+            consumer.start([not_compacted], source_count=1, node_id=0)
+        wait_until(lambda: _kafka_threads() <= before, 10.0, "the failed start's clients gone")
+        assert refused.value.__traceback__ is not None  # the error and its frames are kept
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    """Only what references keep alive stays: nothing is left to the cyclic collector."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _kafka_threads() -> int:

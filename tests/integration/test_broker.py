@@ -23,6 +23,7 @@ from client_balance.errors import (
     ConfigError,
     KafkaClientError,
 )
+from tests.integration.workers import collector_off
 
 pytestmark = pytest.mark.integration
 
@@ -102,16 +103,13 @@ def test_create_and_ensure_topic_leave_no_admin_client_behind(
         return {id(o) for o in gc.get_objects() if isinstance(o, AdminClient)}
 
     gc.collect()
-    gc.disable()  # only what references keep alive counts, not what a collection frees
-    try:
+    with collector_off():
         before = admin_clients()
         admin.create_topics(kafka_bootstrap, {topic: 2}, exist_ok=True)
         with pytest.raises(KafkaClientError, match="TOPIC_ALREADY_EXISTS"):
             admin.create_topics(kafka_bootstrap, {topic: 2})
         ensure_topic(kafka_bootstrap, topic, config={}, kafka={}, timeout_s=10.0)
         assert admin_clients() - before == set()
-    finally:
-        gc.enable()
 
 
 def test_local_kafka_lifecycle_leaves_nothing_behind() -> None:

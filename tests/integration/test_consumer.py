@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from client_balance import (
     RedeliveryLimitError,
     TopicPartition,
 )
-from tests.integration.workers import wait_until
+from tests.integration.workers import collector_off, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -465,7 +465,7 @@ def test_a_stopped_consumer_holds_no_kafka_client(
     consumer = make_consumer()  # the fixture keeps it too, as an application would
     consumer.start([topic], source_count=1, node_id=0)
     assert _kafka_threads() > before
-    with _collector_off():
+    with collector_off():
         consumer.shutdown()
         wait_until(lambda: _kafka_threads() <= before, 10.0, "the stopped consumer's clients gone")
 
@@ -482,21 +482,11 @@ def test_a_start_that_fails_leaves_no_kafka_client_behind(
     gc.collect()
     before = _kafka_threads()
     consumer = make_consumer(status_topic=not_compacted)
-    with _collector_off():
+    with collector_off():
         with pytest.raises(ConfigError, match="it must be compacted") as refused:
             consumer.start([not_compacted], source_count=1, node_id=0)
         wait_until(lambda: _kafka_threads() <= before, 10.0, "the failed start's clients gone")
         assert refused.value.__traceback__ is not None  # the error and its frames are kept
-
-
-@contextlib.contextmanager
-def _collector_off() -> Iterator[None]:
-    """Only what references keep alive stays: nothing is left to the cyclic collector."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _kafka_threads() -> int:

@@ -6,13 +6,15 @@ confirms the batch, so the files are the ground truth of what the group delivere
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,3 +183,13 @@ class Group:
             if node.process.poll() is None:
                 node.process.kill()
                 node.process.wait()
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """Only what references keep alive stays: nothing is left to the cyclic collector."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

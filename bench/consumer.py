@@ -25,6 +25,12 @@ third side, alternating with the two: the raw loop in a process that has importe
 ``client_balance`` and uses nothing of it (``peer_sdk_imported``). Its rate over the raw
 loop's (``sdk_import_share``) is what the SDK's modules alone cost the raw loop, and ours
 over it (``ratio_to_peer_sdk_imported``) is what remains: the SDK's own work per batch.
+They also time a fourth side, the raw loop that hands on one partition's run at a time
+(``peer_split``): ``consume(n)``, the same error filter, then a list of one partition goes on
+whole (one C-level counting pass says so) and a mixed one is cut into runs with ``groupby``;
+each run is a batch. ``split_share`` (split / raw) is what per-partition batches cost any
+loop, and ``ratio_to_peer_split`` (ours / split) is ours against a loop that gives what ours
+gives, one partition per batch, less the locking, confirming and committing.
 The rate is counted from the first batch in hand to the last message in hand, so neither
 side's start-up counts (the raw consumer spends about 0.5 s resolving ``OFFSET_BEGINNING``);
 ``ours_incl_start``/``peer_incl_start`` are the rates from constructing the consumer on.
@@ -67,6 +73,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import countOf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +128,10 @@ FIRST_MESSAGE_PEERS = {
 """The peer's ``group.protocol`` in the first-message cases -> the ``peer_mode`` of the line."""
 WORKER_TIMEOUT_S = 600.0
 SDK_IMPORTED_PEER = "throughput-peer-sdk-imported"
+SPLIT_PEER = "throughput-peer-split"
+"""The worker of the raw loop that hands on one partition's run at a time (module docstring)."""
+EXTRA_PEERS = (SDK_IMPORTED_PEER, SPLIT_PEER)
+"""Raw loops timed beside the same-settings lines of 100-byte messages, in turn with the two."""
 """The worker of the raw loop in a process that has imported the SDK (module docstring)."""
 
 
@@ -138,8 +150,8 @@ class Case:
     """Throughput: both sides call ``gc.freeze()`` once their consumer is set up."""
 
     @property
-    def times_sdk_imported_peer(self) -> bool:
-        """Whether the raw loop is also timed in a process that imported the SDK (docstring)."""
+    def times_extra_peers(self) -> bool:
+        """Whether the two extra raw loops (``EXTRA_PEERS``) are timed too (module docstring)."""
         return (
             self.group == "throughput"
             and self.kafka == SAME_SETTINGS
@@ -265,6 +277,41 @@ def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
     return done
 
 
+def throughput_peer_split(args: argparse.Namespace) -> dict[str, Any]:
+    """The raw loop of :func:`throughput_peer` handing on one partition's run at a time.
+
+    What an application that wants per-partition batches from ``consume(n)`` writes, as fast
+    as we know how: the list is checked at C speed for being all of one partition (the topic
+    is one), and only a mixed list is cut into runs. Each run counts as a batch.
+    """
+    progress = _Progress()
+    consumer = Consumer(
+        {
+            **json.loads(args.kafka[0]),
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"bench-peer-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign(
+        [KafkaTopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)]
+    )
+    partition_of = confluent_kafka.Message.partition
+    while progress.count < args.messages:
+        fetched = consumer.consume(num_messages=args.batch[0], timeout=1.0)
+        messages = [message for message in fetched if message.error() is None]
+        if not messages:
+            continue
+        if countOf(map(partition_of, messages), messages[0].partition()) == len(messages):
+            progress.add(messages)
+            continue
+        for _, run in groupby(messages, key=partition_of):
+            progress.add(list(run))
+    done = progress.result()
+    consumer.close()
+    return done
+
+
 def throughput_peer_sdk_imported(args: argparse.Namespace) -> dict[str, Any]:
     """The raw loop of :func:`throughput_peer` in a process that has imported the SDK."""
     import client_balance  # noqa: F401, PLC0415 - its modules are what this side measures
@@ -340,6 +387,7 @@ def first_message_peer(args: argparse.Namespace) -> dict[str, Any]:
 WORKERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "throughput-ours": throughput_ours,
     "throughput-peer": throughput_peer,
+    SPLIT_PEER: throughput_peer_split,
     SDK_IMPORTED_PEER: throughput_peer_sdk_imported,
     "first-message-ours": first_message_ours,
     "first-message-peer": first_message_peer,
@@ -432,32 +480,34 @@ Runs = list[dict[str, Any]]
 
 def alternate(
     args: argparse.Namespace, bootstrap: str, topic: str, case: Case
-) -> tuple[Runs, Runs, Runs, Runs, Runs]:
+) -> tuple[Runs, Runs, Runs, Runs, dict[str, Runs]]:
     """Untimed runs of both sides, then alternating timed runs of each.
 
     A throughput case takes ``--warmup`` and ``--runs`` of them, a first-message case
     ``--start-warmup`` and ``--start-runs``.
 
     Returns our timed runs, the peer's, the warm-up runs of each (kept for the line: what
-    a cold broker costs is shown, not hidden), and the timed runs of the raw loop with the SDK
-    imported, taken in turn with the others (empty unless ``times_sdk_imported_peer``).
+    a cold broker costs is shown, not hidden), and the timed runs of each extra raw loop
+    (``EXTRA_PEERS``), taken in turn with the others (none unless ``times_extra_peers``).
     """
     if case.group == "throughput":
         kind, warmup, runs = "throughput", args.warmup, args.runs
     else:
         kind, warmup, runs = "first-message", args.start_warmup, args.start_runs
     ours, peer = f"{kind}-ours", f"{kind}-peer"
+    extras = EXTRA_PEERS if case.times_extra_peers else ()
     our_warmups, peer_warmups = [], []
     for _ in range(warmup):
         peer_warmups.append(run_worker(peer, args, bootstrap, topic, case))
         our_warmups.append(run_worker(ours, args, bootstrap, topic, case))
-    our_runs, peer_runs, imported_runs = [], [], []
+    our_runs, peer_runs = [], []
+    extra_runs: dict[str, Runs] = {extra: [] for extra in extras}
     for _ in range(runs):
         our_runs.append(run_worker(ours, args, bootstrap, topic, case))
         peer_runs.append(run_worker(peer, args, bootstrap, topic, case))
-        if case.times_sdk_imported_peer:
-            imported_runs.append(run_worker(SDK_IMPORTED_PEER, args, bootstrap, topic, case))
-    return our_runs, peer_runs, our_warmups, peer_warmups, imported_runs
+        for extra in extras:
+            extra_runs[extra].append(run_worker(extra, args, bootstrap, topic, case))
+    return our_runs, peer_runs, our_warmups, peer_warmups, extra_runs
 
 
 def peer_name() -> str:
@@ -479,7 +529,7 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
     topic = f"bench-throughput-{messages}x{size}b-{args.partitions}p"
     produce_s = produce(bootstrap, topic, args.partitions, messages, size)
     load_before = _load()
-    our_runs, peer_runs, _, _, imported_runs = alternate(args, bootstrap, topic, case)
+    our_runs, peer_runs, _, _, extra_runs = alternate(args, bootstrap, topic, case)
     ours, peer = _median(our_runs, "rate"), _median(peer_runs, "rate")
     return {
         "bench": BENCH,
@@ -514,7 +564,8 @@ def run_throughput(args: argparse.Namespace, bootstrap: str, case: Case) -> dict
         "peer_rss_runs": [round(run["rss_mb"]) for run in peer_runs],
         "ours_rss_base_mb": round(_median(our_runs, "rss_base_mb")),
         "peer_rss_base_mb": round(_median(peer_runs, "rss_base_mb")),
-        **_sdk_imported_fields(ours, peer, imported_runs),
+        **_sdk_imported_fields(ours, peer, extra_runs.get(SDK_IMPORTED_PEER, [])),
+        **_split_fields(ours, peer, extra_runs.get(SPLIT_PEER, [])),
         "produce_s": round(produce_s, 1),
         "librdkafka": confluent_kafka.libversion()[0],
         "load": [load_before, _load()],
@@ -531,6 +582,20 @@ def _sdk_imported_fields(ours: float, peer: float, imported_runs: Runs) -> dict[
         "peer_sdk_imported_runs": [round(run["rate"]) for run in imported_runs],
         "sdk_import_share": round(imported / peer, 3),
         "ratio_to_peer_sdk_imported": round(ours / imported, 3),
+    }
+
+
+def _split_fields(ours: float, peer: float, split_runs: Runs) -> dict[str, Any]:
+    """The raw loop that hands on per-partition runs: its rate, and ours against it."""
+    if not split_runs:
+        return {}
+    split = _median(split_runs, "rate")
+    return {
+        "peer_split": round(split),
+        "peer_split_runs": [round(run["rate"]) for run in split_runs],
+        "peer_split_batches": round(_median(split_runs, "batches")),
+        "split_share": round(split / peer, 3),
+        "ratio_to_peer_split": round(ours / split, 3),
     }
 
 

@@ -19,17 +19,32 @@ def bench() -> ModuleType:
     return load_bench_script("consumer")
 
 
-def test_only_the_same_settings_lines_time_the_raw_loop_with_the_sdk_imported(
-    bench: ModuleType,
-) -> None:
-    """The third side runs beside the two 100-byte same-settings lines, and nowhere else."""
+def test_only_the_same_settings_lines_time_the_extra_raw_loops(bench: ModuleType) -> None:
+    """The SDK-imported and the split raw loops run beside the two 100-byte same-settings lines."""
     cases = bench.plan(argparse.Namespace(kafka=None, batch=None))
-    timed = [case.name for case in cases if case.times_sdk_imported_peer]
+    timed = [case.name for case in cases if case.times_extra_peers]
     assert timed == [
         "throughput-batch1000-fetch.queue.backoff.ms=10",
         "throughput-batch5000-fetch.queue.backoff.ms=10",
     ]
-    assert "throughput-peer-sdk-imported" in bench.WORKERS
+    assert set(bench.EXTRA_PEERS) == {"throughput-peer-sdk-imported", "throughput-peer-split"}
+    assert set(bench.EXTRA_PEERS) <= set(bench.WORKERS)
+
+
+def test_the_split_fields_set_ours_against_a_loop_of_per_partition_runs(
+    bench: ModuleType,
+) -> None:
+    """split_share is split/raw, ratio_to_peer_split ours/split; none without runs."""
+    runs = [{"rate": 850.0, "batches": 1130}, {"rate": 900.0, "batches": 1140}]
+    fields = bench._split_fields(ours=792.0, peer=1000.0, split_runs=runs)
+    assert fields == {
+        "peer_split": 875,
+        "peer_split_runs": [850, 900],
+        "peer_split_batches": 1135,
+        "split_share": 0.875,
+        "ratio_to_peer_split": 0.905,
+    }
+    assert bench._split_fields(ours=1.0, peer=1.0, split_runs=[]) == {}
 
 
 def test_the_sdk_imported_fields_split_the_gap_into_its_two_shares(bench: ModuleType) -> None:

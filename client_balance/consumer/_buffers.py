@@ -24,6 +24,7 @@ __all__ = [
     "FetchErrors",
     "HeldPartition",
     "Positions",
+    "Settled",
     "split_runs",
     "why_nothing",
 ]
@@ -45,6 +46,14 @@ class Batch:
     end: int
     messages: list[Message]
     high: int | None
+
+
+class Settled(NamedTuple):
+    """What settling a batch left: the confirmed position, whether it is committed, its end."""
+
+    position: int
+    committed: bool
+    batch_end: int
 
 
 class Positions(NamedTuple):

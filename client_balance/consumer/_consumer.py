@@ -338,10 +338,9 @@ class ClientBalanceConsumer:
                 "confirmed already, or its partition was released and the batch rolled back",
                 context=confirm_context,
             )
-        current, committed = settled
         key = run.meta.key(partition)
-        run.settled(partition, key, consumed, current)  # may raise: rolled back anyway
-        return ConfirmResult(key, consumed, current, committed)
+        run.settled(partition, key, consumed, settled)  # may raise: rolled back anyway
+        return ConfirmResult(key, consumed, settled.position, settled.committed)
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:
         """Batches until shutdown, for ``for batch in consumer.batches(): ...; batch.confirm()``."""

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from client_balance._failure import FailureSlot
 from client_balance._kafka import (
@@ -41,6 +41,7 @@ from client_balance.consumer._buffers import (
     FetchErrors,
     HeldPartition,
     Positions,
+    Settled,
     why_nothing,
 )
 from client_balance.consumer._client import ClientGate
@@ -56,7 +57,6 @@ __all__ = ["Batch", "Fetcher", "Positions", "StartChooser"]
 
 _log = get_logger("fetch")
 
-_T = TypeVar("_T")
 _Sink = Callable[[str], None]
 """Where librdkafka's statistics documents go (a JSON text each)."""
 
@@ -233,7 +233,9 @@ class Fetcher:
             with self._lock:
                 # What another thread fetched meanwhile is not waited for, nor a client lock
                 # freed meanwhile (a query of the reconcile thread): the caller fetches then.
-                if not self._ready and self._gate.releases == released:
+                # Batches that may not go out (the lease in doubt) are waited on like none.
+                takeable = self._ready and self.shelf.lease_ok()
+                if not takeable and self._gate.releases == released:
                     self._lock.wait(min(left, _CONSUME_WAIT_S))
 
     def _notify(self) -> None:
@@ -241,33 +243,27 @@ class Fetcher:
             self._lock.notify_all()
 
     def settle(
-        self, partition: TopicPartition, token: int, consumed: bool
-    ) -> tuple[int, bool] | None:
+        self, partition: TopicPartition, token: int, consumed: bool, *, until: int | None = None
+    ) -> Settled | None:
         """Confirm or roll back the batch ``token``; None if it is not out any more.
 
-        Returns the confirmed position and whether it is committed already.
+        ``until`` confirms it only that far; the rest comes again (a head set aside, ``_launch``).
         """
         with self._lock:
             state = self._held.get(partition)
             if state is None or state.batch is None or state.batch.token != token:
                 return None
-            batch, state.batch = state.batch, None
-            state.updated_s = time.time()
-            if consumed:
-                state.confirmed = batch.end
-                if state.buffer and not state.releasing:
-                    self._ready.append(partition)
-            else:
-                self.shelf.drop(state)
-                state.rewinding = True  # nothing fetched before the rewind may be buffered
+            batch, rewind_to = self.shelf.settle(state, consumed, until)
+            position = state.confirmed
             self._lock.notify_all()
-        if not consumed:
-            self._gate.call(lambda: self._rewind(state, batch.start))
-            return state.confirmed, state.committed == state.confirmed
-        if self._settings.commit == "sync":
-            return batch.end, self.commits.commit_confirmed(state, self._gate.call)
-        self._resume_if_drained(partition)
-        return batch.end, False
+        if rewind_to is not None:
+            self._gate.call(lambda: self._rewind(state, rewind_to))
+        if consumed and self._settings.commit == "sync":
+            committed = self.commits.commit_confirmed(state, self._gate.call)
+            return Settled(position, committed, batch.end)
+        if rewind_to is None:
+            self._resume_if_drained(partition)
+        return Settled(position, state.committed == position, batch.end)
 
     def _resume_if_drained(self, partition: TopicPartition) -> None:
         state = self._held.get(partition)
@@ -321,19 +317,25 @@ class Fetcher:
 
     def _resume(self, state: HeldPartition) -> None:
         with self._lock:
-            if not state.paused or state.partition not in self._held:
+            if not state.paused or self._held.get(state.partition) is not state:
                 return
             state.paused = False
         self._consumer.resume([kafka_tp(state.partition)])
 
     def _rewind(self, state: HeldPartition, position: int) -> None:
+        # Released (and maybe held again) since the rollback: unassigning would fail in
+        # librdkafka, or move a new holder's position back to this batch's start.
+        with self._lock:
+            if self._held.get(state.partition) is not state:
+                state.rewinding = False
+                return
         tp = kafka_tp(state.partition)
         self._consumer.incremental_unassign([tp])
         with self._lock:
             self.shelf.drop(state)
-            state.paused = False
-            state.rewinding = False
-        if state.partition in self._held:
+            state.paused = state.rewinding = False
+            held = self._held.get(state.partition) is state
+        if held:
             self._consumer.incremental_assign([kafka_tp(state.partition, position)])
             self._consumer.resume([tp])  # it may have been paused: see the end of _hold
 
@@ -363,8 +365,7 @@ class Fetcher:
                 errors.append(error)
         self._stopping.set()
         self._wake.set()
-        with self._lock:
-            self._lock.notify_all()
+        self._notify()
         self._thread.join()
         self._gate.close(self._consumer.close)
         if errors:

@@ -11,7 +11,7 @@ from client_balance._deserializers import Deserializer
 from client_balance._kafka import AdminOwner, admin_client, group_client
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
-from client_balance.consumer._buffers import Batch
+from client_balance.consumer._buffers import Batch, Settled
 from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
@@ -74,8 +74,9 @@ class Running:
                 reason = _NO_BATCH_REASONS[batch]
                 raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
             key = self.meta.key(batch.partition)
-            if self.redeliveries.must_skip(batch.partition, batch.start):
-                self._set_aside(batch, key)
+            skip_until = self.redeliveries.skip_until(batch.partition, batch.start)
+            if skip_until is not None:
+                self._set_aside(batch, key, skip_until)
                 continue
             if self.decoder is None:  # nothing configured: the messages as fetched
                 messages = batch.messages
@@ -97,13 +98,22 @@ class Running:
             high=batch.high,
         )
 
-    def _set_aside(self, batch: Batch, key: str) -> None:
-        try:  # rolled back too often: set aside (logged, or dead-lettered) and skipped
-            self.redeliveries.set_aside(batch.partition, key, batch.start, batch.messages)
+    def _set_aside(self, batch: Batch, key: str, until: int) -> None:
+        """Set aside (log, or dead-letter) and skip the batch's messages before ``until``.
+
+        What follows ``until`` was never rolled back (it arrived since): it comes again.
+        """
+        whole = batch.end <= until
+        fetched = batch.messages  # a fetched message always has its offset
+        head = fetched if whole else [m for m in fetched if (m.offset() or 0) < until]
+        try:
+            self.redeliveries.set_aside(
+                batch.partition, key, batch.start, min(until, batch.end), head
+            )
         except BaseException:
             self.fetcher.settle(batch.partition, batch.token, consumed=False)  # comes again
             raise
-        self.fetcher.settle(batch.partition, batch.token, consumed=True)
+        self.fetcher.settle(batch.partition, batch.token, True, until=None if whole else until)
         self.redeliveries.confirmed(batch.partition)
         self.recorder.set_aside(batch.partition)
 
@@ -117,13 +127,14 @@ class Running:
         """
         if not error.retriable:
             try:
-                self.redeliveries.rolled_back(batch.partition, batch.start, key)
+                self.redeliveries.rolled_back(batch.partition, batch.start, batch.end, key)
             except RedeliveryLimitError as limit:
                 self.fetcher.settle(batch.partition, batch.token, consumed=False)
                 raise limit from error
-            if self.redeliveries.must_skip(batch.partition, batch.start):
+            skip_until = self.redeliveries.skip_until(batch.partition, batch.start)
+            if skip_until is not None:
                 _log.warning("batch does not decode", partition=key, error=str(error))
-                self._set_aside(batch, key)
+                self._set_aside(batch, key, skip_until)
                 return
         self.fetcher.settle(batch.partition, batch.token, consumed=False)
         raise error
@@ -141,13 +152,13 @@ class Running:
             self.admin.close()
             self.recorder.close()
 
-    def settled(self, partition: TopicPartition, key: str, consumed: bool, current: int) -> None:
-        """A batch was confirmed, or rolled back to ``current`` (the redelivery limit may raise)."""
-        self.recorder.settled(partition, consumed, current)
+    def settled(self, partition: TopicPartition, key: str, consumed: bool, at: Settled) -> None:
+        """A batch was confirmed, or rolled back (the redelivery limit may raise)."""
+        self.recorder.settled(partition, consumed, at.position)
         if consumed:
             self.redeliveries.confirmed(partition)
         else:
-            self.redeliveries.rolled_back(partition, current, key)
+            self.redeliveries.rolled_back(partition, at.position, at.batch_end, key)
 
 
 def launch(

@@ -7,6 +7,10 @@ rollbacks at one offset the ``redelivery_policy`` applies: ``"raise"`` raises
 same; the application decides), ``"skip"`` confirms the batch when it comes again and logs its
 range, ``"dead-letter"`` first produces its messages to ``dead_letter_topic`` (with headers
 naming where they came from), then skips it.
+
+Only what was rolled back every time is skipped: a batch that comes again longer than the
+shortest one rolled back at that offset (messages arrived meanwhile) is cut there, and the
+rest is delivered.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ class Redeliveries:
         self._settings = settings
         self._limit = settings.max_redeliveries
         self._lock = threading.Lock()
-        self._rollbacks: dict[TopicPartition, tuple[int, int]] = {}
-        """Partition -> (offset rolled back to, how many times in a row)."""
+        self._rollbacks: dict[TopicPartition, tuple[int, int, int]] = {}
+        """Partition -> (offset rolled back to, the end of the shortest batch rolled back
+        there, how many times in a row)."""
         self._producer: Any = None
         self._producing = threading.Lock()  # a dead-letter write, or the close at shutdown
         self._closed = False
@@ -50,14 +55,17 @@ class Redeliveries:
             with self._lock:
                 self._rollbacks.pop(partition, None)
 
-    def rolled_back(self, partition: TopicPartition, offset: int, key: str) -> None:
-        """Count a rollback to ``offset``; raise past the limit under the ``"raise"`` policy."""
+    def rolled_back(self, partition: TopicPartition, offset: int, end: int, key: str) -> None:
+        """Count a rollback of ``offset`` .. ``end``; raise past the limit under ``"raise"``."""
         if self._limit is None:
             return
         with self._lock:
-            at, count = self._rollbacks.get(partition, (offset, 0))
-            count = count + 1 if at == offset else 1
-            self._rollbacks[partition] = (offset, count)
+            at, until, count = self._rollbacks.get(partition, (offset, end, 0))
+            if at == offset:
+                count, until = count + 1, min(until, end)
+            else:
+                count, until = 1, end
+            self._rollbacks[partition] = (offset, until, count)
         if count > self._limit and self._settings.redelivery_policy == "raise":
             raise RedeliveryLimitError(
                 f"the batch of {key} at offset {offset} was rolled back {count} times, more "
@@ -68,18 +76,22 @@ class Redeliveries:
                 rollbacks=count,
             )
 
-    def must_skip(self, partition: TopicPartition, start: int) -> bool:
-        """Whether the batch starting at ``start`` is over the limit and the policy skips it."""
+    def skip_until(self, partition: TopicPartition, start: int) -> int | None:
+        """Where to stop skipping the batch at ``start``; None unless the policy skips it now.
+
+        That is the end of the shortest batch rolled back at ``start``: what lies past it was
+        never handed out and rolled back, so it is delivered, not skipped.
+        """
         if self._limit is None or self._settings.redelivery_policy == "raise":
-            return False
+            return None
         with self._lock:
-            at, count = self._rollbacks.get(partition, (-1, 0))
-        return at == start and count > self._limit
+            at, until, count = self._rollbacks.get(partition, (-1, -1, 0))
+        return until if at == start and count > self._limit else None
 
     def set_aside(
-        self, partition: TopicPartition, key: str, start: int, messages: list[Any]
+        self, partition: TopicPartition, key: str, start: int, end: int, messages: list[Any]
     ) -> None:
-        """Log (and, for ``"dead-letter"``, produce) a batch that is about to be skipped."""
+        """Log (and, for ``"dead-letter"``, produce) messages ``start`` .. ``end`` to be skipped."""
         topic = self._settings.dead_letter_topic
         if self._settings.redelivery_policy == "dead-letter" and topic is not None:
             self._dead_letter(topic, partition, messages)
@@ -87,6 +99,7 @@ class Redeliveries:
             "batch skipped after too many rollbacks",
             partition=key,
             start=start,
+            end=end,
             messages=len(messages),
             policy=self._settings.redelivery_policy,
         )

@@ -16,6 +16,7 @@ calls (pausing a partition) that the shelf asks for.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +103,26 @@ class Shelf:
                 self.budget.used -= size
                 return batch
         return None
+
+    def settle(
+        self, state: HeldPartition, consumed: bool, until: int | None
+    ) -> tuple[Batch, int | None]:
+        """Take back ``state``'s batch (out), confirmed (``until``: that far) or not.
+
+        Returns the batch and where the partition must be rewound to, if anywhere.
+        """
+        batch, state.batch = state.batch, None
+        assert batch is not None  # noqa: S101 - the fetcher checked its token
+        state.updated_s = time.time()
+        if consumed:
+            state.confirmed = batch.end if until is None else until
+        rewind_to = until if consumed else batch.start
+        if rewind_to is not None:
+            self.drop(state)
+            state.rewinding = True  # nothing fetched before the rewind may be buffered
+        elif state.buffer and not state.releasing:
+            self.ready.append(state.partition)
+        return batch, rewind_to
 
     def drained(self, state: HeldPartition) -> bool:
         """Whether a partition paused for a full buffer may be resumed now."""

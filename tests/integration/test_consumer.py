@@ -639,6 +639,74 @@ def test_past_max_redeliveries_the_skip_policy_moves_on(
     assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 20
 
 
+def test_the_skip_policy_skips_only_what_was_rolled_back(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A one-message batch rolled back twice comes again with 20 more: those 20 are delivered.
+
+    The skip went by the start offset alone and confirmed the whole batch as it came again,
+    so the 20 messages that had arrived meanwhile were committed without being handed out.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [b"poison"])
+    consumer = make_consumer(batch_max_messages=100, max_redeliveries=1, redelivery_policy="skip")
+    consumer.start([topic], source_count=1, node_id=0)
+    batch = _rolled_back_batch(consumer, 2)
+    assert values_of(batch) == [b"poison"]
+    good = [f"good{i}".encode() for i in range(20)]
+    produce(kafka_bootstrap, topic, good)
+    wait_until(lambda: consumer.offset_infos()[f"1:{topic}:0"].high == 21, 30, "the 20 arrive")
+    consumer.confirm(batch.confirm_context, consumed=False)  # the second rollback: over the limit
+    delivered: list[bytes | None] = []
+    while len(delivered) < len(good):
+        following = consumer.get_message(timeout_s=30)
+        assert following.start_offset >= 1
+        delivered += values_of(following)
+        consumer.confirm(following.confirm_context)
+    assert delivered == good
+    consumer.commit()
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 21
+
+
+def test_a_rollback_racing_a_disconnect_settles_without_a_kafka_error(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """confirm(consumed=False) whose rewind comes after disconnect() released the partition.
+
+    The rewind unassigned a partition no longer assigned, and librdkafka's "Can't subtract
+    from empty assignment" came out of confirm() as a raw KafkaException.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic], source_count=0)
+    key = f"{topic}:0"
+    consumer.connect(key)
+    batch = consumer.get_message(timeout_s=30)
+    assert consumer._run is not None
+    gate = consumer._run.fetcher._gate  # internal: the only way to order the two threads
+    call, rolling_back = gate.call, threading.current_thread()
+    disconnecting = threading.Thread(target=consumer.disconnect, args=(key,))
+
+    def late_call(action: Callable[[], Any]) -> Any:
+        if threading.current_thread() is rolling_back:
+            gate.call = call  # type: ignore[method-assign]
+            disconnecting.join(30)
+        return call(action)
+
+    gate.call = late_call  # type: ignore[method-assign]
+    disconnecting.start()
+    time.sleep(0.2)  # disconnect() now waits for the batch out
+    result = consumer.confirm(batch.confirm_context, consumed=False)
+    assert (result.consumed, result.current) == (False, 0)
+    assert not disconnecting.is_alive()
+    assert consumer.offset_infos() == {}
+
+
 def test_past_max_redeliveries_the_dead_letter_policy_produces_the_batch(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],

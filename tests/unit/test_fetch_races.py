@@ -1,0 +1,209 @@
+"""The fetcher where its threads meet: a rollback against a release, a caller against the lease."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from client_balance import ClientBalanceSettings
+from client_balance.consumer import _fetch, _starts
+from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._redelivery import Redeliveries
+from client_balance.keys import TopicPartition
+
+T0 = TopicPartition("t", 0)
+
+
+class _Client:
+    """A Consumer of 50 messages of 2 KiB on t:0, behaving as librdkafka does where it counts.
+
+    It waits out its timeout when it has nothing, refuses to unassign what is not assigned,
+    and records every assignment with its offset.
+    """
+
+    def __init__(self) -> None:
+        self.assigned: dict[int, int] = {}
+        self.assigns: list[tuple[int, int]] = []
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def consume(self, num_messages: int, timeout: float) -> list[Any]:
+        with self._lock:
+            first = self._next
+            if 0 in self.assigned:
+                self._next = min(50, self._next + num_messages)
+            offsets = range(first, self._next)
+        if not offsets:
+            time.sleep(min(timeout, 0.05))
+        return [Message(topic="t", partition=0, offset=o, value=b"x" * 2048) for o in offsets]
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self.assigned[tp.partition] = tp.offset
+                self.assigns.append((tp.partition, tp.offset))
+                self._next = max(tp.offset, 0)
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        with self._lock:
+            for tp in partitions:
+                if tp.partition not in self.assigned:
+                    raise KafkaException(
+                        KafkaError(KafkaError._INVALID_ARG, "Can't subtract from empty assignment")
+                    )
+                del self.assigned[tp.partition]
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
+        return offsets
+
+    def __getattr__(self, name: str) -> Any:  # pause, resume, close, committed ...
+        return lambda *args, **kwargs: None
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> _Client:
+    """The fake client every Fetcher of the test gets."""
+    made = _Client()
+    monkeypatch.setattr(_fetch, "fetch_client", lambda *args, **kwargs: made)
+    monkeypatch.setattr(
+        _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 50)}, {})
+    )
+    return made
+
+
+@pytest.fixture
+def fetcher(client: _Client) -> Iterator[Fetcher]:
+    """A Fetcher holding t:0 from offset 0, batches of 10, 64 KiB of buffers (32 messages)."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10,
+        max_buffered_bytes=64 * 1024,
+    )  # fmt: skip
+    made = Fetcher(settings)
+    _hold(made)
+    yield made
+    made.close(0.0)
+
+
+def _hold(fetcher: Fetcher, start: int = 0) -> None:
+    fetcher.hold({T0: None}, lambda *_: (start, _starts.StartCommit.NONE))
+    fetcher.announce([T0])
+
+
+def _rewinds_after(fetcher: Fetcher, meanwhile: Callable[[], None]) -> None:
+    """Make the next client call of this thread (a rollback's rewind) wait for ``meanwhile``."""
+    gate, call = fetcher._gate, fetcher._gate.call
+    rolling_back = threading.current_thread()
+
+    def late_call(action: Callable[[], Any]) -> Any:
+        if threading.current_thread() is rolling_back:
+            gate.call = call  # type: ignore[method-assign]
+            meanwhile()
+        return call(action)
+
+    gate.call = late_call  # type: ignore[method-assign]
+
+
+def _release_in_thread(fetcher: Fetcher) -> threading.Thread:
+    """release(T0) in a thread of its own: it waits in quiesce for the batch out."""
+    releasing = threading.Thread(target=fetcher.release, args=(T0, 10.0))
+    releasing.start()
+    return releasing
+
+
+def test_a_rollback_whose_partition_was_released_meanwhile_settles_quietly(
+    fetcher: Fetcher, client: _Client
+) -> None:
+    """The rewind of a partition released since the rollback leaves the client alone."""
+    batch = fetcher.take_batch(timeout_s=5.0)
+    assert not isinstance(batch, int)
+    releasing = _release_in_thread(fetcher)
+    _rewinds_after(fetcher, lambda: releasing.join(10.0))
+    settled = fetcher.settle(batch.partition, batch.token, consumed=False)
+    assert settled is not None
+    assert settled.position == 0
+    assert fetcher.held() == set()
+    assert client.assigned == {}
+
+
+def test_a_rollback_does_not_move_back_a_partition_held_again_meanwhile(
+    fetcher: Fetcher, client: _Client
+) -> None:
+    """Held again from 10 and fetched before the rewind: nothing comes twice, nothing is lost."""
+    first = fetcher.take_batch(timeout_s=5.0)
+    assert not isinstance(first, int)
+    fetcher.settle(first.partition, first.token, consumed=True)
+    batch = fetcher.take_batch(timeout_s=5.0)
+    assert not isinstance(batch, int)
+    assert (batch.start, batch.end) == (10, 20)
+    releasing = _release_in_thread(fetcher)
+
+    def release_and_hold_again() -> None:
+        releasing.join(10.0)
+        _hold(fetcher, start=10)
+        deadline = time.monotonic() + 10.0
+        while not fetcher.shelf.ready:  # the new hold has fetched what follows 10
+            assert time.monotonic() < deadline, "nothing fetched after the new hold"
+            time.sleep(0.01)
+
+    _rewinds_after(fetcher, release_and_hold_again)
+    fetcher.settle(batch.partition, batch.token, consumed=False)
+    assert client.assigns[-1] == (0, 10)
+    assert client.assigned == {0: 10}
+    offsets: list[int] = []
+    while len(offsets) < 40:
+        again = fetcher.take_batch(timeout_s=5.0)
+        assert not isinstance(again, int), f"no batch: {again}"
+        assert again.start <= again.end
+        offsets += [m.offset() or 0 for m in again.messages]
+        fetcher.settle(again.partition, again.token, consumed=True)
+    assert offsets == list(range(10, 50))
+
+
+def test_a_caller_waits_instead_of_spinning_while_the_lease_is_in_doubt(
+    fetcher: Fetcher,
+) -> None:
+    """Buffers full, lease in doubt: take_batch sleeps between looks, then says 407."""
+    first = fetcher.take_batch(timeout_s=5.0)
+    assert not isinstance(first, int)
+    fetcher.settle(first.partition, first.token, consumed=True)
+    fetcher.shelf.lease_ok = lambda: False
+    deadline = time.monotonic() + 10.0
+    while fetcher.shelf.budget.has_room():  # the fetch thread fills the buffers
+        assert time.monotonic() < deadline, "the buffers did not fill"
+        time.sleep(0.01)
+    looks = 0
+    take = fetcher.shelf.take
+
+    def counted_take() -> Any:
+        nonlocal looks
+        looks += 1
+        return take()
+
+    fetcher.shelf.take = counted_take  # type: ignore[method-assign]
+    try:
+        assert fetcher.take_batch(timeout_s=0.5) == 407
+    finally:
+        fetcher.shelf.lease_ok = lambda: True  # renewed: the teardown's release may commit
+    # A wait is 50 ms at most: some ten looks in 0.5 s. Spinning made hundreds of thousands.
+    assert looks < 100
+
+
+def test_a_skip_stops_at_the_end_of_the_shortest_batch_rolled_back() -> None:
+    """Rolled back as 0..1 and 0..5: past the limit, only 0..1 is skipped."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", max_redeliveries=1,
+        redelivery_policy="skip",
+    )  # fmt: skip
+    redeliveries = Redeliveries(settings)
+    redeliveries.rolled_back(T0, 0, 1, "1:t:0")
+    assert redeliveries.skip_until(T0, 0) is None
+    redeliveries.rolled_back(T0, 0, 5, "1:t:0")
+    assert redeliveries.skip_until(T0, 0) == 1
+    assert redeliveries.skip_until(T0, 1) is None
+    redeliveries.rolled_back(T0, 3, 9, "1:t:0")  # another offset: counted from one again
+    assert redeliveries.skip_until(T0, 3) is None

@@ -73,6 +73,8 @@ _SECRET_KEYS = frozenset(
     {
         "sasl.password",
         "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.assertion.private.key.pem",
         "sasl.jaas.config",
         "ssl.key.password",
         "ssl.keystore.password",
@@ -81,7 +83,9 @@ _SECRET_KEYS = frozenset(
         "ssl_key",
     }
 )
-_SECRET_WORDS = ("password", "secret")
+"""Every property librdkafka 2.16 flags sensitive whose value is a credential (its other flagged
+ones are file paths, a CA certificate and the user name), and the JVM's ``sasl.jaas.config``."""
+_SECRET_WORDS = ("password", "secret", "passphrase")
 
 CALLBACK_KEYS = frozenset({"oauth_cb", "stats_cb", "error_cb", "throttle_cb", "logger"})
 """librdkafka properties that take a Python callable (``logger``: a ``logging.Logger``)."""

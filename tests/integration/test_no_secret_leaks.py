@@ -38,6 +38,8 @@ KAFKA = {
     "sasl.password": CANARY,
     "sasl.oauthbearer.client.secret": CANARY,
     "ssl.key.password": CANARY,
+    "sasl.oauthbearer.config": CANARY,
+    "sasl.oauthbearer.assertion.private.key.passphrase": CANARY,
     "sasl.username": "worker",
 }
 

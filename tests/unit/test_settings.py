@@ -179,6 +179,31 @@ def test_errors_and_repr_never_show_a_librdkafka_secret(override: dict[str, obje
     assert "hunter2" not in repr(ClientBalanceSettings(**BASE, kafka={"sasl.password": "hunter2"}))
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.password",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl.keystore.password",
+    ],
+)
+def test_every_credential_librdkafka_flags_sensitive_is_masked(key: str) -> None:
+    """Each credential property librdkafka 2.16 marks _RK_SENSITIVE stays out of repr and dumps.
+
+    The two OAUTHBEARER assertion keys (its private key, in PEM, and its passphrase) and
+    ``sasl.oauthbearer.config`` were shown in clear.
+    """
+    settings = ClientBalanceSettings(**BASE, kafka={key: "hunter2"})
+    shown = [repr(settings), str(settings.model_dump()), settings.model_dump_json()]
+    assert [text for text in shown if "hunter2" in text] == []
+    assert settings.consumer_config()[key] == "hunter2"
+
+
 def test_settings_and_a_consumer_load_neither_pydantic_nor_package_metadata() -> None:
     """Making settings and a consumer imports no pydantic and no importlib.metadata.
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
+from client_balance._logging import get_logger
 from client_balance.errors import ClientBalanceError
 
-__all__ = ["FailureSlot"]
+__all__ = ["FailureSlot", "keep_running"]
+
+_log = get_logger("consumer")
 
 
 class FailureSlot:
@@ -46,3 +50,33 @@ class FailureSlot:
             raise self.fatal
         if error is not None:
             raise error
+
+
+def keep_running(
+    step: Callable[[], None],
+    stop: threading.Event,
+    *,
+    thread: str,
+    on_failure: Callable[[ClientBalanceError], None],
+    pause_s: float = 1.0,
+) -> None:
+    """Run ``step`` until ``stop`` is set, whatever it raises.
+
+    A background thread of the SDK must not die of one exception it did not expect (a bug, a
+    ``BufferError``, an exception of the application's own librdkafka callback raised again by
+    ``poll()``): the member would stop reporting or reading, and stall without a word. Such an
+    exception is logged with its traceback, handed to ``on_failure`` (the next user call
+    raises it), and the loop goes on after ``pause_s``. Only its type and text are kept, not
+    the exception: its frames would hold the thread's clients until it is raised.
+    """
+    while not stop.is_set():
+        try:
+            step()
+        except Exception as error:  # whatever it is: the thread lives on, and tells
+            _log.exception("background thread step failed unexpectedly", loop=thread)
+            on_failure(
+                ClientBalanceError(
+                    f"the {thread} thread failed and goes on: {type(error).__name__}: {error}"
+                )
+            )
+            stop.wait(pause_s)

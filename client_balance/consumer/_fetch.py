@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from client_balance._failure import FailureSlot
+from client_balance._failure import FailureSlot, keep_running
 from client_balance._kafka import (
     Consumer,
     KafkaError,
@@ -100,7 +100,9 @@ class Fetcher:
         self._stopping = threading.Event()
         self.failures = FailureSlot(self._lock)  # raised by the next call (a fatal one: all)
         self._fetch_errors = FetchErrors()
-        self._thread = threading.Thread(target=self._run, name="client-balance-fetch", daemon=True)
+        loop = partial(keep_running, thread="fetch", on_failure=self.failures.store)
+        self._thread = threading.Thread(target=loop, args=(self._run_once, self._stopping),
+                                        name="client-balance-fetch", daemon=True)  # fmt: skip
         self._thread.start()
 
     def metadata(self, topics: Sequence[str]) -> Any:
@@ -301,19 +303,18 @@ class Fetcher:
         if to_pause:
             self._consumer.pause([kafka_tp(tp) for tp in to_pause])
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            deferred_s = self.starter.deferred_wait_s(self._gate.call)
-            with self._lock:
-                fetching = self.shelf.may_fetch()
-            callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
-            if self._gate.has_commands or (fetching and not callers_fetch):
-                if not self._gate.try_fetch(partial(self._fetch_once, _CONSUME_WAIT_S)):
-                    self._wake.wait(_CONSUME_WAIT_S)
-            else:
-                self._wake.wait(min(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S, deferred_s))
-            self._wake.clear()
-            self.commits.on_interval(self._gate.call, self.failures.store)
+    def _run_once(self) -> None:
+        deferred_s = self.starter.deferred_wait_s(self._gate.call)
+        with self._lock:
+            fetching = self.shelf.may_fetch()
+        callers_fetch = time.monotonic() - self._last_caller_fetch_s < _CALLERS_FETCH_FOR_S
+        if self._gate.has_commands or (fetching and not callers_fetch):
+            if not self._gate.try_fetch(partial(self._fetch_once, _CONSUME_WAIT_S)):
+                self._wake.wait(_CONSUME_WAIT_S)
+        else:
+            self._wake.wait(min(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S, deferred_s))
+        self._wake.clear()
+        self.commits.on_interval(self._gate.call, self.failures.store)
 
     def _resume(self, state: HeldPartition) -> None:
         with self._lock:
@@ -323,8 +324,7 @@ class Fetcher:
         self._consumer.resume([kafka_tp(state.partition)])
 
     def _rewind(self, state: HeldPartition, position: int) -> None:
-        # Released (and maybe held again) since the rollback: unassigning would fail in
-        # librdkafka, or move a new holder's position back to this batch's start.
+        # Released (and maybe held again) since the rollback: no longer this state's to move.
         with self._lock:
             if self._held.get(state.partition) is not state:
                 state.rewinding = False

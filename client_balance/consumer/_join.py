@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from client_balance._kafka import AdminClient, ask_group_members, check_login
 from client_balance.consumer._setup import MemberSetup
-from client_balance.errors import GroupInUseError
+from client_balance.errors import ClientBalanceError, GroupInUseError
 from client_balance.keys import TopicPartition
 from client_balance.membership import MemberReport, StatusMember
 
@@ -22,6 +22,7 @@ def join_group(
     admin: AdminClient,
     claims: Callable[[], Iterable[TopicPartition]] = tuple,
     commits_settled: Callable[[], bool] = lambda: True,
+    on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
 ) -> StatusMember:
     """Check the Kafka group for subscribe() members and join the status topic, at once.
 
@@ -50,7 +51,7 @@ def join_group(
     status = StatusMember(
         settings, setup.consumer_id, describe,
         on_change=on_change, on_fenced=on_fenced, admin=admin,
-        commits_settled=commits_settled,
+        commits_settled=commits_settled, on_failure=on_failure,
     )  # fmt: skip
     try:
         status.join(claims())

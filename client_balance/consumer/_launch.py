@@ -224,6 +224,7 @@ def launch(
             on_fenced=fenced,
             admin=admin,
             commits_settled=fetcher.commits.settled,
+            on_failure=fetcher.failures.store,  # raised by the next get_message
             # A node claims its share with its join: worth waiting for the metadata, if it
             # comes later, since claiming later costs a write and its read-back.
             claims=lambda: share if expects and share_known.wait(AHEAD_WAIT_S) else [],

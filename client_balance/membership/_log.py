@@ -13,10 +13,12 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Mapping
+from functools import partial
 from itertools import compress, count, repeat
 from operator import contains, countOf, itemgetter
 from typing import Any
 
+from client_balance._failure import keep_running
 from client_balance._kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     AdminClient,
@@ -30,7 +32,7 @@ from client_balance._kafka import (
     wait_until,
 )
 from client_balance._logging import get_logger
-from client_balance.errors import ConfigError
+from client_balance.errors import ClientBalanceError, ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.membership._keys import quoted_group
 from client_balance.membership._records import GroupState
@@ -149,6 +151,7 @@ def open_status_topic(
     allow_single_replica: bool,
     partitions: int,
     admin: AdminClient | None = None,
+    on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
 ) -> tuple[StatusWriter, StatusReader]:
     """Ensure the status topic (see :func:`ensure_status_topic`); ``group``'s writer and reader.
 
@@ -163,8 +166,8 @@ def open_status_topic(
             bootstrap_servers, topic, partition, kafka=kafka, timeout_s=timeout_s, secret=secret
         )
         reader = StatusReader(
-            bootstrap_servers, topic, partition, group,
-            kafka=kafka, timeout_s=timeout_s, on_change=on_change, secret=secret,
+            bootstrap_servers, topic, partition, group, kafka=kafka, timeout_s=timeout_s,
+            on_change=on_change, secret=secret, on_failure=on_failure,
         )  # fmt: skip
         return writer, reader
 
@@ -227,6 +230,7 @@ class StatusReader:
         follow: bool = True,
         keep_records: bool = False,
         secret: bytes | None = None,
+        on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
     ) -> None:
         self.state = GroupState(group)
         self.records: list[tuple[bytes | None, bytes | None, int, int]] | None = (
@@ -259,9 +263,9 @@ class StatusReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if follow:
-            self._thread = threading.Thread(
-                target=self._run, name="client-balance-status", daemon=True
-            )
+            loop = partial(keep_running, thread="status", on_failure=on_failure)
+            self._thread = threading.Thread(target=loop, args=(self._read_once, self._stop),
+                                            name="client-balance-status", daemon=True)  # fmt: skip
             self._thread.start()
 
     def _read_once(self) -> None:
@@ -356,10 +360,6 @@ class StatusReader:
                 offset=now.offset, skipped=self.state.skipped.get(now.reason, 0),
             )  # fmt: skip
         return changed
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._read_once()
 
     def wait_applied(self, offset: int, timeout_s: float) -> bool:
         """Wait until the record at ``offset`` is applied; False at timeout."""

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from client_balance._failure import keep_running
 from client_balance._kafka import AdminClient, timed_out
 from client_balance._logging import get_logger
 from client_balance._metrics import NO_METRICS, Recorder
@@ -57,6 +58,7 @@ class StatusMember:
         on_fenced: Callable[[bool], None],
         admin: AdminClient | None = None,
         commits_settled: Callable[[], bool] = lambda: True,
+        on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
     ) -> None:
         self._settings = settings
         self._group = settings.group_id
@@ -65,6 +67,9 @@ class StatusMember:
         self._on_change = on_change
         self._on_fenced = on_fenced
         self._commits_settled = commits_settled
+        self._on_failure = on_failure
+        """Told what its threads' steps raise unexpectedly (``keep_running``); they go on."""
+        self._awaiting_commits = False
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
@@ -76,7 +81,7 @@ class StatusMember:
         secret = self._secret = status_secret(settings)
         self._writer, self._reader = open_status_topic(
             settings.bootstrap_servers, topic, self._group, kafka=kafka, timeout_s=timeout_s,
-            secret=secret, on_change=on_change, admin=admin,
+            secret=secret, on_change=on_change, admin=admin, on_failure=on_failure,
             allow_single_replica=settings.status_topic_single_replica_ok,
             partitions=settings.status_topic_partitions,
         )  # fmt: skip
@@ -275,46 +280,46 @@ class StatusMember:
             _log.warning("fenced: no report within the lease; stopped fetching")
 
     def _run(self) -> None:
-        awaiting_commits = False
-        while not self._stop.is_set():
-            interval_s = self._settings.report_interval_s
-            self._wake.wait(_SETTLE_POLL_S if awaiting_commits else interval_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            if awaiting_commits and not self._report_due():
-                continue
-            self._fence_if_silent()  # a pause of the whole process shows only here
-            sent = time.monotonic()
-            try:
-                # Signed groups re-assert their claims with each report (see _claims.py); not
-                # while fenced: those claims have lapsed and are claimed afresh.
-                offset = self._claims.write_report(
-                    (member_key(self._group, self._id), self._report()),
-                    reassert=self._secret is not None and not self._fenced,
-                )
-                if self._fenced:
-                    # Others may have claimed meanwhile: read the log up to this report, so
-                    # holders() shows who holds what now before anything is fetched again.
-                    self._wait_applied(offset)
-            except KafkaClientError as error:
-                silent_s = time.monotonic() - self._last_written_s
-                _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
-                self._fence_if_silent()
-                continue
-            self._last_written_s = sent
-            awaiting_commits = self._fenced and not self._commits_settled()
-            if awaiting_commits:
-                # Back only once it has landed: the others then see this member return after
-                # it, and their commits on seeing that go over it (module docstring).
-                _log.info("still fenced: a commit made before the fence has had no answer yet")
-                continue
+        keep_running(self._report_once, self._stop, thread="status report",
+                     on_failure=self._on_failure)  # fmt: skip
+
+    def _report_once(self) -> None:
+        awaiting_commits = self._awaiting_commits
+        self._wake.wait(_SETTLE_POLL_S if awaiting_commits else self._settings.report_interval_s)
+        self._wake.clear()
+        if self._stop.is_set() or (awaiting_commits and not self._report_due()):
+            return
+        self._fence_if_silent()  # a pause of the whole process shows only here
+        sent = time.monotonic()
+        try:
+            # Signed groups re-assert their claims with each report (see _claims.py); not
+            # while fenced: those claims have lapsed and are claimed afresh.
+            offset = self._claims.write_report(
+                (member_key(self._group, self._id), self._report()),
+                reassert=self._secret is not None and not self._fenced,
+            )
             if self._fenced:
-                self._fenced = False
-                self._claims.forget()  # they lapsed; the next round claims afresh
-                self._on_fenced(False)
-            tombstone_defeated(self._writer, self._reader)
-            reap_dead(self._writer, self._reader, self._id, self._settings.reap_after_s)
+                # Others may have claimed meanwhile: read the log up to this report, so
+                # holders() shows who holds what now before anything is fetched again.
+                self._wait_applied(offset)
+        except KafkaClientError as error:
+            silent_s = time.monotonic() - self._last_written_s
+            _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
+            self._fence_if_silent()
+            return
+        self._last_written_s = sent
+        self._awaiting_commits = self._fenced and not self._commits_settled()
+        if self._awaiting_commits:
+            # Back only once it has landed: the others then see this member return after
+            # it, and their commits on seeing that go over it (module docstring).
+            _log.info("still fenced: a commit made before the fence has had no answer yet")
+            return
+        if self._fenced:
+            self._fenced = False
+            self._claims.forget()  # they lapsed; the next round claims afresh
+            self._on_fenced(False)
+        tombstone_defeated(self._writer, self._reader)
+        reap_dead(self._writer, self._reader, self._id, self._settings.reap_after_s)
 
     def _report_due(self) -> bool:
         """Whether a report is due while fenced and awaiting commits.

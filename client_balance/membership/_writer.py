@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 from client_balance._kafka import (
     KafkaException,
@@ -112,13 +113,21 @@ class StatusWriter:
                 # Signed under the lock: a writer's sequence numbers go out in their order.
                 headers = None if self._signer is None else self._signer.headers(key, value)
                 largest = max(largest, len(value or b""))
+                produce = partial(
+                    self._producer.produce, self._topic, value, key, partition=self._partition,
+                    on_delivery=delivered(index), headers=headers,
+                )  # fmt: skip
                 try:
-                    self._producer.produce(
-                        self._topic, value, key, partition=self._partition,
-                        on_delivery=delivered(index), headers=headers,
-                    )  # fmt: skip
+                    try:
+                        produce()
+                    except BufferError:  # librdkafka's queue is full: deliver what it holds
+                        self._producer.flush(self._timeout_s)
+                        produce()
                 except KafkaException as error:  # refused before sending: a topic not writable
                     raise refused(error) from error
+                except BufferError as error:
+                    why = "the producer's queue stays full"
+                    raise timed_out(doing, self._timeout_s, why) from error
                 count += 1
             left = self._producer.flush(self._timeout_s)
         if left or len(results) < count:

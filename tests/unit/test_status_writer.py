@@ -72,3 +72,24 @@ def test_status_writes_use_lz4(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_writer, "producer_client", producer)
     StatusWriter("127.0.0.1:1", "status", 0, kafka={}, timeout_s=5.0)
     assert made[0]["compression.type"] == "lz4"
+
+
+def test_a_full_producer_queue_is_delivered_and_the_write_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full producer queue (BufferError) mid-write is flushed, then the rest goes; nothing raw.
+
+    It came out of the write as a raw BufferError and ended the report thread for good.
+    """
+
+    class _FullQueueProducer(_SlowMetadataProducer):
+        def produce(self, topic: str, value: Any, key: Any, **kwargs: Any) -> None:
+            if len(self.pending) >= 2:
+                raise BufferError("Local: Queue full")
+            super().produce(topic, value, key, **kwargs)
+
+    producer = _FullQueueProducer()
+    producer.metadata_in.set()
+    monkeypatch.setattr(_writer, "producer_client", lambda *args: producer)
+    writer = StatusWriter("127.0.0.1:1", "status", 0, kafka={}, timeout_s=5.0)
+    assert len(writer.write([(b"k", b"{}")] * 5)) == 5

@@ -325,8 +325,7 @@ class PartitionKeeper:
         # may wake first, and must not revoke as its own what the others took meanwhile.
         if not status.lease_ok():
             self.lose_all()
-            self._report_lost()
-            status.forget(held)
+            self._report_lost()  # its claims stay listed: withdrawn once reports land again
             return False
         holders = status.holders()
         # Our claims lapsed while we could not report, and someone else took over.

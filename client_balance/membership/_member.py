@@ -302,6 +302,9 @@ class StatusMember:
                 # Others may have claimed meanwhile: read the log up to this report, so
                 # holders() shows who holds what now before anything is fetched again.
                 self._wait_applied(offset)
+                # Withdrawn, not forgotten: the fence comes before the others see the lease
+                # lapse, and a claim they still count keeps what was dropped from everyone.
+                self._claims.withdraw(self._claims.claimed())
         except KafkaClientError as error:
             silent_s = time.monotonic() - self._last_written_s
             _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
@@ -315,8 +318,7 @@ class StatusMember:
             _log.info("still fenced: a commit made before the fence has had no answer yet")
             return
         if self._fenced:
-            self._fenced = False
-            self._claims.forget()  # they lapsed; the next round claims afresh
+            self._fenced = False  # its claims are withdrawn: the next round claims afresh
             self._on_fenced(False)
         tombstone_defeated(self._writer, self._reader)
         reap_dead(self._writer, self._reader, self._id, self._settings.reap_after_s)

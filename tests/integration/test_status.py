@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -177,6 +178,47 @@ def test_connect_of_a_partition_held_by_a_live_member_raises_410(
     first.disconnect(f"{topic}:1")
     second.connect(f"{topic}:1")  # released: now it is free too
     assert second.registered_partitions() == {f"1:{topic}:0", f"1:{topic}:1"}
+
+
+def test_a_member_back_from_its_fence_frees_what_it_dropped(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """Fenced before its lease lapsed for the others, then back: its dropped claim is withdrawn.
+
+    It forgot the claim without withdrawing it. The others, who never saw the lease lapse,
+    still counted the claim, and refused connect() with 410 for as long as the member lived.
+    """
+    topic = new_topic(partitions=1)
+    first = make_member(refused_connect_wait_s=0.0)
+    second = make_member(refused_connect_wait_s=0.0)
+    first.start([topic], source_count=0)
+    second.start([topic], source_count=0)
+    first.connect(f"{topic}:0")
+    assert first._run is not None
+    status = first._run.keeper.status  # internal: the only way to make its writes fail
+    assert status is not None
+    writer, write = status._writer, status._writer.write
+
+    fenced = threading.Event()
+
+    def failing_until_fenced(records: Any) -> Any:
+        if not status.fenced:
+            raise KafkaClientError("injected", kafka_code=-185, kafka_name="_TIMED_OUT")
+        fenced.set()
+        writer.write = write  # type: ignore[method-assign]
+        return write(records)
+
+    writer.write = failing_until_fenced  # type: ignore[method-assign]
+    wait_until(fenced.is_set, 30, "the member to fence itself")
+    wait_until(lambda: not status.fenced, 30, "the member to come back")
+    assert first.registered_partitions() == set()
+
+    def second_gets_it() -> bool:
+        with contextlib.suppress(PartitionOccupiedError):
+            second.connect(f"{topic}:0")
+        return second.registered_partitions() == {f"1:{topic}:0"}
+
+    wait_until(second_gets_it, 15, "the partition the member dropped to be free")
 
 
 def test_asking_again_too_soon_after_a_410_raises_421(

@@ -144,6 +144,28 @@ def test_a_fenced_member_stays_fenced_until_its_commits_have_their_answers(
     member.leave()
 
 
+def test_a_member_back_from_its_fence_withdraws_the_claims_it_dropped(
+    member: StatusMember, fenced: list[bool]
+) -> None:
+    """Its claims are written off before it unfences: the others may never have seen it lapse.
+
+    The fence comes before the lease ends for the others. Forgotten without a withdrawal, a
+    claim the others still counted kept the partition from everyone while the member lived.
+    """
+    p0 = TopicPartition("orders", 0)
+    member.join([p0])
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    writer.failing = True
+    wait_for(lambda: fenced == [True])
+    written = len(writer.records)
+    writer.failing = False
+    wait_for(lambda: fenced == [True, False])
+    assert (claim_key("g", p0, "me"), None) in writer.records[written:]
+    assert member.claimed() == set()
+    member.leave()
+
+
 def test_leave_withdraws_claims_and_is_idempotent(member: StatusMember) -> None:
     """leave() writes a withdrawal per claim and a report tombstone, once."""
     member.join()

@@ -180,8 +180,9 @@ class AsyncClientBalanceConsumer:
     async def batches(self, timeout_s: float = 1.0) -> AsyncGenerator[AsyncBatch, None]:
         """Batches until shutdown, for ``async for batch in consumer.batches(): ...``.
 
-        Leaving the loop early (``break``, an exception) rolls back the batch of the iteration
-        it left, unless it was settled; ``contextlib.aclosing`` makes that happen on the spot.
+        Leaving the loop early (``break``, ``return``, an exception, a cancel) rolls back the
+        batch of the iteration it left once, unless it was settled, even if the task ends before
+        Python closes the generator; ``contextlib.aclosing`` makes that happen on the spot.
         """
         timeout_s = check_wait("timeout_s", timeout_s)
         while not self._consumer.is_shutdown():
@@ -191,11 +192,15 @@ class AsyncClientBalanceConsumer:
                 continue
             except NotStartedError:
                 return
+            # The generator owns the batch while it is out at the yield: the task that iterates
+            # may end before Python closes a generator it left (break, return).
+            self._lanes.lend(result.confirm_context)
             try:
                 yield AsyncBatch(self, result)
             except BaseException:  # GeneratorExit when the loop is left, or a throw()
                 self._lanes.abandon(result.confirm_context)
                 raise
+            self._lanes.resumed(result.confirm_context)
 
     # ------------------------------------------------------------------ the other calls
     async def get_partition_meta(self) -> dict[str, PartitionMeta]:

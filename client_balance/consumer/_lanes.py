@@ -14,7 +14,9 @@ its calls off the event loop. Two lanes do that, per consumer:
 A call cannot be stopped once its thread runs it, so cancellation is made safe around it:
 a ``get_message`` whose caller was cancelled rolls back the batch it brings, and a batch held
 by a task that ends by cancellation or an exception is rolled back (nothing is committed for
-it; its messages come again).
+it; its messages come again). A batch that a ``batches()`` generator yielded is the generator's
+until it is settled or the generator moves past it: closing the generator at it rolls it back,
+whether the task that iterated it ended before or not.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ class Lanes:
         self._settles = ThreadPoolExecutor(1, thread_name_prefix="client-balance-async-settle")
         self._holders: dict[str, tuple[asyncio.Task[Any], Callable[[asyncio.Task[Any]], None]]] = {}
         """Confirm context -> the task that took the batch, and its done callback."""
+        self._yielded: set[str] = set()
+        """Confirm contexts a ``batches()`` generator yielded and has not moved past, unsettled.
+
+        Python closes a generator left by ``break`` or ``return`` on a later turn of the loop,
+        after the task that left it may have ended; the generator, not that task, decides.
+        """
         self._closed = False
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
@@ -83,6 +91,7 @@ class Lanes:
     async def settle(self, confirm_context: str, consumed: bool) -> ConfirmResult:
         """``confirm(confirm_context, consumed)`` on the settles lane."""
         self._forget(confirm_context)
+        self._yielded.discard(confirm_context)
         future = self._submit(self._settles, self._engine.confirm, confirm_context, consumed)
         try:
             return await asyncio.wrap_future(future)
@@ -91,9 +100,18 @@ class Lanes:
                 self._submit_roll_back(confirm_context)
             raise
 
+    def lend(self, confirm_context: str) -> None:
+        """A generator yields the batch: it rolls it back if closed before it is settled."""
+        self._yielded.add(confirm_context)
+
+    def resumed(self, confirm_context: str) -> None:
+        """The generator moved past the batch: it stays with the task that took it, if any."""
+        self._yielded.discard(confirm_context)
+
     def abandon(self, confirm_context: str) -> None:
-        """Roll the batch back if it is held still (not settled, not handed off)."""
-        if confirm_context in self._holders:
+        """The generator was closed at the batch: roll it back unless it was settled already."""
+        if confirm_context in self._yielded:
+            self._yielded.discard(confirm_context)
             self._forget(confirm_context)
             self._submit_roll_back(confirm_context)
 
@@ -131,16 +149,20 @@ class Lanes:
 
     def _task_ended(self, confirm_context: str, task: asyncio.Task[Any]) -> None:
         self._holders.pop(confirm_context, None)
-        # A task that returned handed its batch on (to a queue, another task); one that was
-        # cancelled or failed dropped it. Asking for the exception marks it retrieved, so it is
-        # logged here instead of by asyncio's "never retrieved".
+        # A task that was cancelled or failed dropped its batch: back at once. One that returned
+        # handed it on (to a queue, another task), unless a generator still has it yielded: that
+        # generator is closed later (the loop finalises it) and rolls it back then.
+        # _exception, not exception(): that would mark the exception retrieved, and asyncio would
+        # no longer report "Task exception was never retrieved" for a task nobody awaits.
         if task.cancelled():
             _log.info("task cancelled holding a batch", task=task.get_name())
-        elif (error := task.exception()) is not None:
+        elif (error := task._exception) is not None:
+            # The traceback goes as the `exception` field (no locals: text of the application's).
             _log.warning("task failed holding a batch", task=task.get_name(),
-                         error=type(error).__name__)  # fmt: skip
+                         error=type(error).__name__, exc_info=error)  # fmt: skip
         else:
             return
+        self._yielded.discard(confirm_context)
         self._submit_roll_back(confirm_context)
 
     def _roll_back_result(self, future: Future[ConsumeResult]) -> None:

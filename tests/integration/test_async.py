@@ -100,6 +100,37 @@ async def test_a_task_cancelled_in_the_async_for_body_has_its_batch_come_again(
         assert committed_offset(kafka_bootstrap, settings.group_id, topic) == 10
 
 
+@pytest.mark.parametrize("how", ["break", "return"])
+async def test_a_task_that_leaves_async_for_and_ends_has_its_batch_come_again(
+    kafka_bootstrap: str, new_topic: Callable[..., str], kafka_settings: Settings, how: str
+) -> None:
+    """A task leaving async for unsettled by break or return, then ending: the batch comes again."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 30, partitions=1)
+    settings = kafka_settings(batch_max_messages=10, commit="sync")
+    async with AsyncClientBalanceConsumer(settings) as consumer:
+        await consumer.start([topic], source_count=1, node_id=0)
+        first = await consumer.get_message(timeout_s=30)
+        await consumer.confirm(first.confirm_context)
+
+        async def work() -> ConsumeResult:
+            taken = None
+            async for batch in consumer.batches(timeout_s=1.0):
+                if how == "return":
+                    return batch.result
+                taken = batch.result
+                break
+            assert taken is not None
+            return taken  # the task ends before Python closes the generator it left
+
+        taken = await asyncio.create_task(work())
+        # Lost, the batch would keep the one partition out: "every partition has a batch out".
+        again = await consumer.get_message(timeout_s=15)
+        assert (again.start_offset, _values(again)) == (taken.start_offset, _values(taken))
+        assert again.start_offset == 10
+        assert committed_offset(kafka_bootstrap, settings.group_id, topic) == 10
+
+
 async def test_a_batch_held_by_a_cancelled_task_goes_to_the_next_member(
     kafka_bootstrap: str, new_topic: Callable[..., str], kafka_settings: Settings
 ) -> None:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
+import logging
 import threading
+from collections.abc import AsyncGenerator
 
 import pytest
 
 from client_balance import (
+    AsyncBatch,
     AsyncClientBalanceConsumer,
     ClientBalanceSettings,
     ConfigError,
@@ -282,3 +286,145 @@ def test_the_async_consumer_takes_a_metrics_registry_as_the_synchronous_one_does
     """metrics_registry goes to the engine: a wrong one is refused there, by name."""
     with pytest.raises(ConfigError, match="CollectorRegistry, not dict"):
         AsyncClientBalanceConsumer(_SETTINGS, metrics_registry={})
+
+
+async def _settled(engine: FakeEngine, count: int) -> list[tuple[str, bool]]:
+    """The settles once ``count`` have come, or what came within 2 s (loop turns included)."""
+    for _ in range(200):
+        if len(engine.settled) >= count:
+            break
+        await asyncio.sleep(0.01)
+    return list(engine.settled)
+
+
+@pytest.mark.parametrize("how", ["break", "return", "raise", "cancel"])
+@pytest.mark.asyncio
+async def test_a_task_that_leaves_async_for_and_ends_has_the_batch_rolled_back_once(
+    how: str,
+) -> None:
+    """However a task leaves batches() unsettled and ends, its batch goes back exactly once."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    holding = asyncio.Event()
+
+    async def work() -> str:
+        async for _batch in consumer.batches(timeout_s=1.0):
+            holding.set()
+            if how == "return":
+                return "returned"
+            if how == "raise":
+                raise ValueError("bad batch")
+            if how == "cancel":
+                await asyncio.Event().wait()
+            break
+        return "left the loop"
+
+    task = asyncio.create_task(work())
+    await holding.wait()
+    if how == "cancel":
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ValueError):
+        await task
+    # Before shutdown, which rolls back whatever is out anyway.
+    assert await _settled(engine, 1) == [("0:t:0:1", False)]
+    await asyncio.sleep(0.1)  # room for a second rollback, which must not come
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:1", False)]
+
+
+@pytest.mark.asyncio
+async def test_a_generator_closed_after_its_task_returned_rolls_its_batch_back() -> None:
+    """The task's end does not hand on a batch its generator still has out: closing it does."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+
+    async def take_one() -> AsyncGenerator[AsyncBatch, None]:
+        batches = consumer.batches(timeout_s=1.0)
+        await anext(batches)
+        return batches
+
+    batches = await asyncio.create_task(take_one())
+    await asyncio.sleep(0.05)  # the task's done callbacks ran
+    assert engine.settled == []
+    await batches.aclose()
+    assert await _settled(engine, 1) == [("0:t:0:1", False)]
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:1", False)]
+
+
+@pytest.mark.asyncio
+async def test_a_generator_never_closed_rolls_its_batch_back_when_collected() -> None:
+    """A generator kept alive by a reference cycle is finalised by gc: its batch goes back."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+
+    async def take_one() -> None:
+        batches = consumer.batches(timeout_s=1.0)
+        await anext(batches)
+        cycle: list[object] = [batches]
+        cycle.append(cycle)  # refcounting alone never frees it now: only gc does
+
+    await asyncio.create_task(take_one())
+    await asyncio.sleep(0.05)
+    assert engine.settled == []  # still alive: nothing closed it
+    gc.collect()  # the loop's finaliser hook schedules its aclose()
+    assert await _settled(engine, 1) == [("0:t:0:1", False)]
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:1", False)]
+
+
+@pytest.mark.asyncio
+async def test_a_batch_the_generator_moved_past_stays_with_its_taker() -> None:
+    """Closing the generator rolls back only the batch it is at, not one handed on before."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    batches = consumer.batches(timeout_s=1.0)
+    first = await anext(batches)
+    await anext(batches)
+    await batches.aclose()
+    await first.confirm()
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:2", False), ("0:t:0:1", True)]
+
+
+@pytest.mark.asyncio
+async def test_a_task_failing_holding_a_batch_logs_its_traceback_and_asyncio_still_reports_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The failure is logged with its traceback (no locals), and left for asyncio to report."""
+    caplog.set_level(logging.WARNING, logger="client_balance")
+    loop = asyncio.get_running_loop()
+    reports: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: reports.append(context))
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+
+    async def fail_on_a_batch() -> None:
+        kept = "canary-0c7a1f-Secret"  # a local: a traceback with locals would show it
+        await consumer.get_message(timeout_s=1.0)
+        raise ValueError(f"bad message of length {len(kept)}")
+
+    try:
+        task = asyncio.create_task(fail_on_a_batch(), name="failing-worker")
+        assert await _settled(engine, 1) == [("0:t:0:1", False)]
+        del task  # never awaited: asyncio reports its exception when it is collected
+        gc.collect()
+        await consumer.shutdown()
+    finally:
+        loop.set_exception_handler(None)
+    [record] = [r for r in caplog.records if r.getMessage() == "task failed holding a batch"]
+    fields = record.__dict__
+    assert (record.levelno, fields["task"], fields["error"]) == (
+        logging.WARNING, "failing-worker", "ValueError"
+    )  # fmt: skip
+    assert fields["exception"].startswith("Traceback (most recent call last):")
+    assert "in fail_on_a_batch" in fields["exception"]
+    assert fields["exception"].endswith("ValueError: bad message of length 20")
+    assert "canary-0c7a1f-Secret" not in repr(fields)
+    [report] = [r for r in reports if r["message"] == "Task exception was never retrieved"]
+    assert repr(report["exception"]) == "ValueError('bad message of length 20')"

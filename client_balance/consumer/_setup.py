@@ -17,7 +17,7 @@ from client_balance.keys import (
     check_bootstrap_offset,
     to_topic_partition,
 )
-from client_balance.membership import HeldPartition, MemberReport
+from client_balance.membership import HeldPartition, MemberReport, pid_space
 from client_balance.settings import ClientBalanceSettings, GroupMode
 
 __all__ = ["CLIENT_VERSION", "Assigner", "MemberSetup", "UserTarget", "user_target"]
@@ -72,6 +72,7 @@ class MemberSetup:
             mode=self.mode.value,
             filters={t: sorted(f) for t, f in sorted(self.topics.items()) if f is not None},
             pinned=pinned,
+            pid_space=pid_space(),
         )
 
 

@@ -4,6 +4,7 @@ Internal: the consumer uses :class:`StatusMember`; operators see the same record
 :class:`client_balance.admin.GroupView`. See ``docs/operations.md``.
 """
 
+from client_balance.membership._checks import pid_space
 from client_balance.membership._keys import claim_key, member_key, parse_key
 from client_balance.membership._log import StatusReader, ensure_status_topic, status_partition
 from client_balance.membership._member import StatusMember
@@ -25,6 +26,7 @@ __all__ = [
     "ensure_status_topic",
     "member_key",
     "parse_key",
+    "pid_space",
     "status_partition",
     "status_secret",
 ]

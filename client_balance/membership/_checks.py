@@ -5,8 +5,10 @@ Decided from the status view alone (no Kafka here), so every member reaches the 
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+from pathlib import Path
 
 from client_balance._logging import get_logger
 from client_balance.errors import (
@@ -19,7 +21,7 @@ from client_balance.errors import (
 )
 from client_balance.membership._records import GroupState, MemberReport
 
-__all__ = ["check_group", "check_signing"]
+__all__ = ["check_group", "check_signing", "pid_space"]
 
 _log = get_logger("membership")
 _SPARK = "spark"
@@ -114,9 +116,28 @@ def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, gr
         )
 
 
+@functools.cache
+def pid_space() -> str:
+    """Where this process's pid means something: ``boot id:PID namespace`` ("" without /proc).
+
+    Containers can share a host name (host networking) and not see each other's processes.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
 def _died_here(report: MemberReport) -> bool:
-    """Whether the member ran on this host in a process that no longer exists."""
+    """Whether the member ran in this host's PID namespace in a process that no longer exists.
+
+    A report from another namespace (or one that names none, from before the field) is never
+    taken for dead: its pid cannot be looked up here, and a live member would be overlooked.
+    """
     if report.host != socket.gethostname() or report.pid == os.getpid():
+        return False
+    if not report.pid_space or report.pid_space != pid_space():
         return False
     try:
         os.kill(report.pid, 0)

@@ -30,7 +30,9 @@ MAX_LEASE_S = 600.0
 """The longest lease a report may carry: a report claiming more is malformed (a forged 1e300
 would otherwise hold its partitions for good), and a member with a longer one refuses to start."""
 
-_TOPIC = r"[A-Za-z0-9._-]{1,249}"  # what Kafka accepts as a topic name
+_TOPIC = r"(?!\.\.?(?![A-Za-z0-9._-]))[A-Za-z0-9._-]{1,249}"  # Kafka's topic names: not . or ..
+_MAX_PID = 2**31 - 1
+"""A pid is a C int: a larger one made ``os.kill`` raise OverflowError in the group checks."""
 _TOPIC_NAME = re.compile(_TOPIC)
 _PARTITION_KEY = re.compile(rf"{_TOPIC}:(0|[1-9][0-9]{{0,9}})")  # as _identity parses it
 
@@ -75,6 +77,8 @@ class MemberReport:
     """Topic -> its filter values, sorted, for the topics started with a filter set."""
     pinned: list[str] = field(default_factory=list)
     """``"topic:partition"`` of the partitions it pinned, sorted: no other member takes them."""
+    pid_space: str = ""
+    """Where ``pid`` can be looked up: boot id and PID namespace ("" where unknown)."""
 
     def encode(self) -> bytes:
         """The record value."""
@@ -118,13 +122,18 @@ def _malformed(where: str, problem: str) -> ValueError:
     return ValueError(f"{where}: {problem}")
 
 
-def _int(value: Any, where: str, *, at_least: int | None = None, none: bool = False) -> Any:
+def _int(
+    value: Any, where: str, *, at_least: int | None = None, at_most: int | None = None,
+    none: bool = False,
+) -> Any:  # fmt: skip
     if value is None and none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise _malformed(where, "should be an integer")
     if at_least is not None and value < at_least:
         raise _malformed(where, f"should be at least {at_least}")
+    if at_most is not None and value > at_most:
+        raise _malformed(where, f"should be at most {at_most}")
     return value
 
 
@@ -153,7 +162,9 @@ def _dict(value: Any, where: str, key: re.Pattern[str], item: Callable[[Any, str
 
 
 def _lease(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # isfinite() of an int past a float's range raises OverflowError: ints are finite anyway.
+    finite = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    if isinstance(value, bool) or not finite:
         raise _malformed(where, "should be a finite number")
     if not 0 < value <= MAX_LEASE_S:
         raise _malformed(where, f"should be greater than 0 and at most {MAX_LEASE_S:g}")
@@ -185,7 +196,7 @@ def _checked(record: Any) -> dict[str, Any]:
     return {
         "consumer_id": _str(_field(record, "consumer_id"), "consumer_id", min_length=1),
         "host": _str(_field(record, "host"), "host"),
-        "pid": _int(_field(record, "pid"), "pid", at_least=0),
+        "pid": _int(_field(record, "pid"), "pid", at_least=0, at_most=_MAX_PID),
         "node_id": _int(_field(record, "node_id"), "node_id"),
         "source_count": _int(_field(record, "source_count"), "source_count"),
         "topics": _list(_field(record, "topics"), "topics", _topic),
@@ -199,6 +210,7 @@ def _checked(record: Any) -> dict[str, Any]:
         "status_partitions": _int(get("status_partitions", 0), "status_partitions", at_least=0),
         "filters": _dict(get("filters", {}), "filters", _TOPIC_NAME, _strings),
         "pinned": _list(get("pinned", []), "pinned", _partition_key),
+        "pid_space": _str(get("pid_space", ""), "pid_space"),
     }
 
 

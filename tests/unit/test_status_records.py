@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +26,10 @@ from client_balance.membership import (
     claim_key,
     member_key,
     parse_key,
+    pid_space,
     status_secret,
 )
+from client_balance.membership._checks import _died_here
 from client_balance.membership._signing import HEADER, RecordGate, RecordSigner
 from tests.unit.test_status_member import FakeReader, FakeWriter
 
@@ -67,6 +72,13 @@ BAD_REPORTS: dict[str, dict[str, Any]] = {
     "topics a string": {"topics": "orders"},
     "topics of numbers": {"topics": [1]},
     "topic not a Kafka name": {"topics": ["or ders"]},
+    "topic '.'": {"topics": ["."]},
+    "topic '..'": {"topics": [".."]},
+    "held key of the topic '.'": {"held": {".:0": HELD}},
+    "pinned key of the topic '..'": {"pinned": ["..:1"]},
+    "pid past a C int": {"pid": 2**31},
+    "pid_space a number": {"pid_space": 1},
+    "lease an int past a float's range": {"lease_timeout_s": 10**400},
     "strategy null": {"strategy": None},
     "version a number": {"version": 1},
     "lease a string": {"lease_timeout_s": "x"},
@@ -431,3 +443,28 @@ def test_a_join_refused_once_written_withdraws_its_report() -> None:
     writer = member._writer
     assert isinstance(writer, FakeWriter)
     assert writer.records[-1] == (member_key("g", "me"), None)
+
+
+def test_a_dead_pid_counts_as_dead_only_in_this_pid_namespace() -> None:
+    """Same host name, a pid not found: dead only if the report names this PID namespace.
+
+    Containers sharing the host name (host networking) see none of each other's pids, so a
+    live member in another one was taken for a dead predecessor and its checks were skipped:
+    a second node 0 started beside it.
+    """
+    here: dict[str, Any] = {"host": socket.gethostname(), "pid": _unused_pid()}
+    dead_here = MemberReport.decode(encoded(report_fields(**here, pid_space=pid_space())))
+    elsewhere = MemberReport.decode(encoded(report_fields(**here, pid_space="other-boot:1")))
+    unknown = MemberReport.decode(encoded(report_fields(**here)))
+    assert pid_space() != ""
+    assert _died_here(dead_here)
+    assert not _died_here(elsewhere)
+    assert not _died_here(unknown)
+
+
+def _unused_pid() -> int:
+    """A pid no process of this namespace has."""
+    pid = os.getpid() + 100_000
+    while Path(f"/proc/{pid}").exists():
+        pid += 1
+    return pid

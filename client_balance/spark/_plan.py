@@ -10,13 +10,13 @@ may cut a node's share into several tasks (``_split``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from client_balance import admin
 from client_balance._kafka import data_lost, offsets_for_timestamps
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
-from client_balance.spark._loss import report_loss
+from client_balance.spark._loss import report_gone, report_loss, report_reset
 from client_balance.spark._option_values import COMMITTED, EARLIEST, LATEST, Offsets
 from client_balance.spark._options import SourceOptions
 from client_balance.spark._partition import NodePartition
@@ -29,11 +29,13 @@ __all__ = [
     "Bounds",
     "batch_ranges",
     "cut",
+    "existing_offsets",
     "node_partitions",
     "offset_json",
     "parse_offset_json",
     "partition_offsets",
     "stream_bases",
+    "stream_ranges",
     "stream_starts",
 ]
 
@@ -79,6 +81,15 @@ def partition_offsets(options: SourceOptions) -> Bounds:
     return {tp: found[tp] for tp in options.assign}
 
 
+def existing_offsets(options: SourceOptions, partitions: Iterable[TopicPartition]) -> Bounds:
+    """(low, high, committed) of those of ``partitions`` that Kafka has now; none is an error."""
+    topics = sorted({tp.topic for tp in partitions})
+    group = options.group_id or READER_GROUP
+    return admin.partition_offsets(
+        options.bootstrap_servers, group, topics, kafka=options.kafka, skip_missing=True
+    )
+
+
 def _matcher(pattern: str) -> Callable[[str], bool]:
     compiled = re.compile(pattern)
 
@@ -94,9 +105,9 @@ def batch_ranges(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition,
     starts = _timed(options, options.starting_times, bounds, starting=True)
     ends = _timed(options, options.ending_times, bounds, starting=False)
     ranges = {}
-    for tp, (low, high, committed) in sorted(bounds.items()):
-        start = starts[tp] if starts else _pick(options.starting, tp, low, high, committed)
-        end = high if options.ending == LATEST else _pick(options.ending, tp, low, high, committed)
+    for tp, (low, high, _) in sorted(bounds.items()):
+        start = starts[tp] if starts else _pick(options.starting, tp, bounds[tp], starting=True)
+        end = _pick(options.ending, tp, bounds[tp], starting=False)
         end = min(ends[tp] if ends else end, high)
         _check_loss(options, tp, start, min(low, end), "planning the read")
         start = min(max(start, low), high)
@@ -108,8 +119,8 @@ def stream_starts(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition
     """Where a new streaming query starts in each partition, data loss reported."""
     starts = _timed(options, options.starting_times, bounds, starting=True)
     answer = {}
-    for tp, (low, high, committed) in sorted(bounds.items()):
-        start = starts[tp] if starts else _pick(options.starting, tp, low, high, committed)
+    for tp, (low, high, _) in sorted(bounds.items()):
+        start = starts[tp] if starts else _pick(options.starting, tp, bounds[tp], starting=True)
         _check_loss(options, tp, start, low, "starting the streaming query")
         answer[tp] = min(max(start, low), high)
     return answer
@@ -120,16 +131,48 @@ def stream_bases(
 ) -> dict[TopicPartition, int]:
     """Where the next micro-batch's data starts: ``first`` (0: a new partition), or the log's.
 
-    With ``failOnDataLoss=true`` a start below the log's start raises here, while planning;
-    otherwise the task that reads it warns, as it reads on from the log's start.
+    Data loss, as Spark's own Kafka source counts it: a partition of ``first`` that Kafka no
+    longer has (its topic deleted), one whose log ends below its offset in ``first`` (the topic
+    deleted and re-created, or the log truncated), and a start below the log's start. With
+    ``failOnDataLoss=true`` each raises here, while planning. Without it a warning says so: the
+    gone partition is left behind, the re-created one is read again from its log start
+    (``stream_ranges``), and the task that reads a lost start warns as it reads on.
     """
+    gone = {tp: offset for tp, offset in first.items() if tp not in bounds}
+    if gone:
+        report_gone(gone, fail=options.fail_on_data_loss)
     bases = {}
-    for tp, (low, _, _) in sorted(bounds.items()):
+    for tp, (low, high, _) in sorted(bounds.items()):
         start = first.get(tp, 0)
+        if start > high:
+            report_reset(tp, start, high, low=low, fail=options.fail_on_data_loss)
+            start = low
         if options.fail_on_data_loss:
             _check_loss(options, tp, start, low, "planning the next micro-batch")
         bases[tp] = max(start, low)
     return bases
+
+
+def stream_ranges(
+    options: SourceOptions, first: Mapping[TopicPartition, int], last: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """``[start, end)`` of a micro-batch from its start and end offsets: never reversed.
+
+    A partition new in ``last`` starts at 0; one only in ``first`` is gone from Kafka, and so
+    from the batch. One that ends below its start is one whose log went back: ``stream_bases``
+    warned and the batch reads it again from offset 0 (the task reports what of that the log no
+    longer has). With ``failOnDataLoss=true`` it raises, as Spark's planning of a micro-batch
+    does: ``stream_bases`` refused such an end, so it comes from a run without the flag.
+    """
+    ranges = {}
+    for tp, end in sorted(last.items()):
+        start = first.get(tp, 0)
+        if start > end:
+            if options.fail_on_data_loss:
+                report_reset(tp, start, end, low=None, fail=True)
+            start = 0
+        ranges[tp] = (start, end)
+    return ranges
 
 
 def _check_loss(
@@ -177,10 +220,19 @@ def _chosen(chosen: Offsets, tp: TopicPartition) -> int | None:
     return chosen.get(tp.topic, {}).get(tp.partition)
 
 
-def _pick(chosen: Offsets, tp: TopicPartition, low: int, high: int, committed: int | None) -> int:
-    """The offset ``chosen`` asks for, not clamped: below ``low`` is data loss."""
+def _pick(
+    chosen: Offsets, tp: TopicPartition, bound: tuple[int, int, int | None], *, starting: bool
+) -> int:
+    """The offset ``chosen`` asks for, not clamped: below the log's start is data loss.
+
+    A partition ``chosen`` leaves out starts at the earliest offset, or ends at the latest
+    (docs/spark.md), as with the timestamp options (``_timed``).
+    """
+    low, high, committed = bound
     offset = _chosen(chosen, tp)
-    if offset is None or offset == EARLIEST:  # partitions left out start at the earliest
+    if offset is None:
+        return low if starting else high
+    if offset == EARLIEST:
         return low
     if offset == LATEST:
         return high

@@ -26,6 +26,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from client_balance import admin
+from client_balance._logging import get_logger
+from client_balance.errors import KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import SourceOptions, include_headers, parse_options
 from client_balance.spark._ownership import held_by_live_members, refuse_held
@@ -34,11 +36,13 @@ from client_balance.spark._plan import (
     Bounds,
     batch_ranges,
     cut,
+    existing_offsets,
     node_partitions,
     offset_json,
     parse_offset_json,
     partition_offsets,
     stream_bases,
+    stream_ranges,
     stream_starts,
 )
 from client_balance.spark._read import read_node
@@ -50,6 +54,9 @@ __all__ = ["SCHEMA", "ClientBalanceDataSource", "NodePartition", "with_strategie
 
 _OWNERSHIP_TIMEOUT_S = 30.0
 """Bound on reading the group's status view before a read is planned."""
+_UNKNOWN_TOPIC_OR_PART = 3
+"""Kafka's answer to a commit naming a partition it does not have (its topic was deleted)."""
+_log = get_logger("spark")
 
 
 class ClientBalanceDataSource(DataSource):
@@ -143,6 +150,8 @@ class _StreamReader(DataSourceStreamReader):
         # Made by the first _hold(), in the process that serves the query: Spark also builds
         # this reader in planning processes and pickles it with its read function.
         self._membership: QueryMembership | None = None
+        self._dropped: set[TopicPartition] = set()
+        """Partitions left out of a commit as gone, logged once (``_existing``)."""
 
     def _offsets(self) -> Bounds:
         return partition_offsets(self._options)
@@ -169,9 +178,9 @@ class _StreamReader(DataSourceStreamReader):
         the previous batch is done, so that batch's end (``start``) is committed here.
         """
         first = parse_offset_json(start or {})
-        if first:
-            self._commit(first)
         found = self._offsets()
+        if first:
+            self._commit(first, found)  # before the loss checks: that batch is done either way
         bases = stream_bases(self._options, first, found)
         self._hold(first, found)
         highs = {tp: high for tp, (_, high, _) in found.items()}
@@ -183,8 +192,7 @@ class _StreamReader(DataSourceStreamReader):
         self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
     ) -> list[NodePartition]:
         """The nodes' shares of ``[start, end)``; a partition new in ``end`` starts at 0."""
-        first, last = parse_offset_json(start), parse_offset_json(end)
-        ranges = {tp: (first.get(tp, 0), stop) for tp, stop in last.items()}
+        ranges = stream_ranges(self._options, parse_offset_json(start), parse_offset_json(end))
         if all(begin >= stop for begin, stop in ranges.values()):
             return []
         return node_partitions(ranges, self._options)
@@ -221,12 +229,50 @@ class _StreamReader(DataSourceStreamReader):
         highs = {tp: high for tp, (_, high, _) in found.items()}
         self._membership.hold(positions, highs)
 
-    def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+    def _commit(self, offsets: dict[TopicPartition, int], found: Bounds | None = None) -> None:
+        """Commit ``offsets`` to the group, less the partitions Kafka no longer has.
+
+        Kafka answers a partition of a deleted topic with UNKNOWN_TOPIC_OR_PART, which fails
+        the call, and Spark would commit the same offsets again after every restart: it is
+        left out, and said so once. Without ``found`` (Spark's ``commit()``) Kafka is asked
+        which partitions exist only when it refuses a commit so, not on every micro-batch.
+        """
         options = self._options
-        if options.commit_to_kafka and options.group_id is not None:
+        if not options.commit_to_kafka or options.group_id is None:
+            return
+        wanted = offsets if found is None else self._existing(offsets, found)
+        try:
             admin.commit_offsets(
-                options.bootstrap_servers, options.group_id, offsets, kafka=options.kafka
+                options.bootstrap_servers, options.group_id, wanted, kafka=options.kafka
             )
+        except KafkaClientError as error:
+            if error.kafka_code != _UNKNOWN_TOPIC_OR_PART:
+                raise
+            fewer = self._existing(wanted, existing_offsets(options, wanted))
+            if fewer == wanted:
+                raise
+            admin.commit_offsets(
+                options.bootstrap_servers, options.group_id, fewer, kafka=options.kafka
+            )
+
+    def _existing(
+        self, offsets: dict[TopicPartition, int], found: Bounds
+    ) -> dict[TopicPartition, int]:
+        """``offsets`` of partitions in ``found`` whose log reaches them; the rest logged once.
+
+        A log that ends below the offset is a re-created topic's (``stream_bases``): the
+        stream's offset means nothing in it.
+        """
+        kept = {tp: at for tp, at in offsets.items() if tp in found and at <= found[tp][1]}
+        dropped = sorted(set(offsets) - set(kept) - self._dropped)
+        if dropped:
+            self._dropped.update(dropped)
+            _log.warning(
+                "not committing partitions that are gone from Kafka or were re-created",
+                group_id=self._options.group_id,
+                partitions=[str(tp) for tp in dropped],
+            )
+        return kept
 
 
 def _refuse_live_holders(options: SourceOptions, partitions: Iterable[TopicPartition]) -> None:

@@ -150,6 +150,19 @@ def test_a_micro_batch_start_the_log_lost_fails_the_stream_unless_told(
     assert sorted(row.offset for row in rows) == [*range(50), *range(70, 100)]
 
 
+def test_a_partition_left_out_of_offset_json_is_read_from_earliest_to_latest(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Offset JSON naming partition 0 only: partition 1 is read whole, from earliest to latest."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 100, partitions=2)
+    rows = read(
+        spark, kafka_bootstrap, topics=topic, startingOffsets=f'{{"{topic}": {{"0": 3}}}}',
+        endingOffsets=f'{{"{topic}": {{"0": 5}}}}',
+    ).collect()  # fmt: skip
+    assert offsets_of(rows) == [(0, 3), (0, 4)] + [(1, o) for o in range(50)]
+
+
 def test_assign_reads_exactly_the_named_partitions(
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:

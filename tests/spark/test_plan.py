@@ -74,6 +74,15 @@ def test_offsets_above_the_end_and_gaps_are_no_loss() -> None:
     }  # fmt: skip
 
 
+def test_a_partition_left_out_of_offset_json_starts_earliest_and_ends_latest() -> None:
+    """Offset JSON without t:1: t:1 reads from its low to its high watermark, as documented."""
+    bounds = {T0: (0, 100, None), T1: (10, 100, None)}
+    ending = _options(startingOffsets="earliest", endingOffsets='{"t": {"0": 5}}')
+    assert plan.batch_ranges(ending, bounds) == {T0: (0, 5), T1: (10, 100)}
+    both = _options(startingOffsets='{"t": {"1": 20}}', endingOffsets='{"t": {"1": 30}}')
+    assert plan.batch_ranges(both, bounds) == {T0: (0, 100), T1: (20, 30)}
+
+
 def test_stream_starts_and_batches_check_for_loss() -> None:
     """A stream's first start and each micro-batch's start below the log start raise."""
     bounds = {T0: (40, 100, 5)}

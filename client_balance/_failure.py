@@ -79,4 +79,7 @@ def keep_running(
                     f"the {thread} thread failed and goes on: {type(error).__name__}: {error}"
                 )
             )
+            # confluent-kafka keeps a reference to an exception its callback raised: with its
+            # traceback, that kept these frames, and through them the member, for good.
+            error.__traceback__ = None
             stop.wait(pause_s)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
+from client_balance._callbacks import guarded
 from client_balance._secrets import CALLBACK_KEYS, SecretStr, masked, reveal
 from client_balance._settings_checks import check_buffered_bytes, kafka_values
 from client_balance._settings_decoding import DecodingSettings
@@ -383,8 +384,8 @@ class ClientBalanceSettings(DecodingSettings):
         return {**_CLIENT_DEFAULTS, **passthrough, "bootstrap.servers": self.bootstrap_servers}
 
     def _revealed(self) -> dict[str, Any]:
-        # The one place secrets leave their SecretStr: on their way into librdkafka.
-        return {key: reveal(value) for key, value in self.kafka.items()}
+        # The one place secrets leave their SecretStr (and callbacks get their guard).
+        return {key: guarded(key, reveal(value)) for key, value in self.kafka.items()}
 
 
 _CLIENT_DEFAULTS: dict[str, KafkaValue] = {

@@ -1,12 +1,14 @@
-"""keep_running: a background loop outlives what its step raises, and tells the next call."""
+"""Background loops outlive what their steps raise; the application's listeners raise nothing."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 import threading
 
 import pytest
 
+from client_balance._callbacks import guarded
 from client_balance._failure import FailureSlot, keep_running
 from client_balance.errors import ClientBalanceError
 
@@ -33,3 +35,24 @@ def test_a_step_that_raises_is_reported_and_the_loop_goes_on() -> None:
     assert error.__cause__ is None  # its frames would hold the thread's clients
     assert str(pickle.loads(pickle.dumps(error))) == str(error)
     slot.raise_once()  # once only
+
+
+def test_a_listener_callback_never_raises_into_confluent_kafka(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """stats_cb, error_cb, throttle_cb: what they raise is logged; oauth_cb is left as it is.
+
+    confluent-kafka keeps every exception a callback raised, with its traceback: the frames it
+    passed through, and the consumer in them, stayed alive after shutdown.
+    """
+
+    def raising(_argument: object) -> None:
+        raise ConnectionError("boom")
+
+    for key in ("stats_cb", "error_cb", "throttle_cb"):
+        with caplog.at_level(logging.ERROR, logger="client_balance"):
+            assert guarded(key, raising)("{}") is None
+        assert caplog.records[-1].getMessage() == "application callback raised; ignored"
+        assert getattr(caplog.records[-1], "callback", None) == key
+    assert guarded("oauth_cb", raising) is raising
+    assert guarded("stats_cb", 5) == 5

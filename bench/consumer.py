@@ -252,9 +252,8 @@ def throughput_ours(args: argparse.Namespace) -> dict[str, Any]:
     return done
 
 
-def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
-    """Read ``--messages`` messages with an assign-only Consumer and consume()."""
-    progress = _Progress()
+def _raw_consumer(args: argparse.Namespace) -> Consumer:
+    """An assign-only Consumer on every partition of the topic, from the beginning."""
     consumer = Consumer(
         {
             **json.loads(args.kafka[0]),
@@ -266,6 +265,13 @@ def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
     consumer.assign(
         [KafkaTopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)]
     )
+    return consumer
+
+
+def throughput_peer(args: argparse.Namespace) -> dict[str, Any]:
+    """Read ``--messages`` messages with an assign-only Consumer and consume()."""
+    progress = _Progress()
+    consumer = _raw_consumer(args)
     _freeze_if(args)
     while progress.count < args.messages:
         fetched = consumer.consume(num_messages=args.batch[0], timeout=1.0)
@@ -285,17 +291,7 @@ def throughput_peer_split(args: argparse.Namespace) -> dict[str, Any]:
     is one), and only a mixed list is cut into runs. Each run counts as a batch.
     """
     progress = _Progress()
-    consumer = Consumer(
-        {
-            **json.loads(args.kafka[0]),
-            "bootstrap.servers": args.bootstrap,
-            "group.id": f"bench-peer-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign(
-        [KafkaTopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(args.partitions)]
-    )
+    consumer = _raw_consumer(args)
     partition_of = confluent_kafka.Message.partition
     while progress.count < args.messages:
         fetched = consumer.consume(num_messages=args.batch[0], timeout=1.0)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
     AdminClient,
     OffsetSpec,
@@ -17,6 +17,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 from client_balance._kafka._answers import answer_of
 from client_balance._kafka._clients import admin_client, kafka_tp
 from client_balance._kafka._errors import timed_out
+from client_balance._kafka._retry import wait_until
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
@@ -26,6 +27,7 @@ __all__ = [
     "TopicIdsAnswer",
     "Watermarks",
     "ask_watermarks",
+    "described",
     "topic_layouts",
 ]
 
@@ -188,3 +190,22 @@ def _offsets_answered(
             raise timed_out("listing offsets", timeout_s) from None
         answered[TopicPartition(asked.topic, asked.partition)] = int(offset)
     return answered
+
+
+def described(client: Any, wanted: Callable[[str], bool], timeout_s: float) -> Any:
+    """The cluster's metadata once every topic ``wanted`` names is described (or ``timeout_s``).
+
+    A topic that exists but cannot be described now (no leader yet) is asked again, within
+    ``timeout_s``: skipped as missing, a stream would take it for deleted (data loss).
+    """
+
+    def answer() -> Any:
+        metadata = client.list_topics(timeout=timeout_s)
+        for name, topic in metadata.topics.items():
+            error = topic.error
+            absent = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not absent and wanted(name):
+                return None
+        return metadata
+
+    return wait_until(answer, timeout_s=timeout_s) or client.list_topics(timeout=timeout_s)

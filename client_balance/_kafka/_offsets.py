@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
-from client_balance._kafka._metadata import ask_watermarks
+from client_balance._kafka._metadata import ask_watermarks, described
 from client_balance._kafka._retry import call_until_transient_passes
 from client_balance._logging import get_logger
 from client_balance.errors import ConfigError, KafkaClientError
@@ -118,7 +118,12 @@ def partition_offsets(
     """
     client = group_client(bootstrap_servers, group_id, kafka)
     try:
-        metadata = client.list_topics(timeout=timeout_s)
+        asked = set(topics)
+        metadata = described(
+            client,
+            lambda name: name in asked or (matching is not None and matching(name)),
+            timeout_s,
+        )
         if matching is not None:
             topics = [*topics, *sorted(set(filter(matching, metadata.topics)) - set(topics))]
         wanted = []

@@ -62,6 +62,9 @@ def restart_at_log_start(
     consumer.incremental_unassign([tp])
     consumer.incremental_assign([kafka_tp(state.partition, restart)])
     consumer.resume([tp])  # a pause survives unassign and assign (see Fetcher._hold)
+    # Said so, or a full buffer would never pause it again. Every write of the flag is made
+    # under the client lock, which the caller holds.
+    state.paused = False
 
 
 def restart_out_of_range(

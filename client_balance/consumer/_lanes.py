@@ -184,5 +184,7 @@ class Lanes:
             # (rolled back all the same): there is nobody left to raise it to.
             _log.warning("rollback of an abandoned batch failed", context=confirm_context,
                          error=str(error))  # fmt: skip
+        except Exception:  # a bug: it would vanish in a future nobody awaits
+            _log.exception("rollback of an abandoned batch failed", context=confirm_context)
         else:
             _log.info("abandoned batch rolled back", context=confirm_context)

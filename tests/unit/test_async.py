@@ -428,3 +428,40 @@ async def test_a_task_failing_holding_a_batch_logs_its_traceback_and_asyncio_sti
     assert "canary-0c7a1f-Secret" not in repr(fields)
     [report] = [r for r in reports if r["message"] == "Task exception was never retrieved"]
     assert repr(report["exception"]) == "ValueError('bad message of length 20')"
+
+
+@pytest.mark.asyncio
+async def test_a_rollback_that_fails_unexpectedly_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An engine's confirm raising something other than its own errors: logged, not lost.
+
+    It vanished in the settles lane's future, which nobody awaits.
+    """
+    engine = FakeEngine()
+    engine.open.set()
+
+    def broken_confirm(confirm_context: str, consumed: bool = True) -> ConfirmResult:
+        raise RuntimeError("engine bug")
+
+    engine.confirm = broken_confirm  # type: ignore[method-assign]
+    lanes = Lanes(engine, max_threads=2)
+    holding = asyncio.Event()
+
+    async def hold() -> None:
+        await lanes.take(10.0)
+        holding.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(hold())
+    await holding.wait()
+    with caplog.at_level(logging.WARNING, logger="client_balance"):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await _closed(lanes)
+    failed = [
+        r for r in caplog.records if r.getMessage() == "rollback of an abandoned batch failed"
+    ]
+    assert len(failed) == 1
+    assert failed[0].exc_info is not None

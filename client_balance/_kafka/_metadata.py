@@ -198,9 +198,11 @@ def described(client: Any, wanted: Callable[[str], bool], timeout_s: float) -> A
     A topic that exists but cannot be described now (no leader yet) is asked again, within
     ``timeout_s``: skipped as missing, a stream would take it for deleted (data loss).
     """
+    last: list[Any] = []
 
     def answer() -> Any:
         metadata = client.list_topics(timeout=timeout_s)
+        last[:] = [metadata]
         for name, topic in metadata.topics.items():
             error = topic.error
             absent = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -208,4 +210,4 @@ def described(client: Any, wanted: Callable[[str], bool], timeout_s: float) -> A
                 return None
         return metadata
 
-    return wait_until(answer, timeout_s=timeout_s) or client.list_topics(timeout=timeout_s)
+    return wait_until(answer, timeout_s=timeout_s) or last[0]  # at the timeout: the last answer

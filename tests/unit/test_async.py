@@ -108,12 +108,8 @@ async def test_a_get_message_cancelled_before_its_thread_took_it_never_runs() ->
     assert engine.settled == []  # the first task returned: it handed its batch on
 
 
-@pytest.mark.asyncio
-async def test_a_task_cancelled_holding_a_batch_rolls_it_back() -> None:
-    """Cancelled between get_message and confirm: the batch is rolled back, not confirmed."""
-    engine = FakeEngine()
-    engine.open.set()
-    lanes = Lanes(engine, max_threads=2)
+async def _cancelled_holding_a_batch(lanes: Lanes) -> None:
+    """A task takes a batch and is cancelled holding it; then the lanes close."""
     holding = asyncio.Event()
 
     async def hold() -> None:
@@ -127,6 +123,15 @@ async def test_a_task_cancelled_holding_a_batch_rolls_it_back() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await _closed(lanes)
+
+
+@pytest.mark.asyncio
+async def test_a_task_cancelled_holding_a_batch_rolls_it_back() -> None:
+    """Cancelled between get_message and confirm: the batch is rolled back, not confirmed."""
+    engine = FakeEngine()
+    engine.open.set()
+    lanes = Lanes(engine, max_threads=2)
+    await _cancelled_holding_a_batch(lanes)
     assert engine.settled == [("0:t:0:1", False)]
 
 
@@ -446,20 +451,8 @@ async def test_a_rollback_that_fails_unexpectedly_is_logged_with_its_traceback(
 
     engine.confirm = broken_confirm  # type: ignore[method-assign]
     lanes = Lanes(engine, max_threads=2)
-    holding = asyncio.Event()
-
-    async def hold() -> None:
-        await lanes.take(10.0)
-        holding.set()
-        await asyncio.Event().wait()
-
-    task = asyncio.create_task(hold())
-    await holding.wait()
     with caplog.at_level(logging.WARNING, logger="client_balance"):
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        await _closed(lanes)
+        await _cancelled_holding_a_batch(lanes)
     failed = [
         r for r in caplog.records if r.getMessage() == "rollback of an abandoned batch failed"
     ]

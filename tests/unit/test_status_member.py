@@ -94,6 +94,17 @@ def member_on_fakes(
     )
 
 
+def fence_then_let_writes_land(member: StatusMember, fenced: list[bool]) -> tuple[FakeWriter, int]:
+    """Fail the member's writes until it fences, then let them land; its writer, records before."""
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    writer.failing = True
+    wait_for(lambda: fenced == [True])
+    written = len(writer.records)
+    writer.failing = False
+    return writer, written
+
+
 @pytest.fixture
 def member(monkeypatch: pytest.MonkeyPatch, fenced: list[bool]) -> StatusMember:
     """A StatusMember on fakes (``member_on_fakes``)."""
@@ -130,12 +141,7 @@ def test_a_fenced_member_stays_fenced_until_its_commits_have_their_answers(
     settled = threading.Event()
     member = member_on_fakes(monkeypatch, fenced, commits_settled=settled.is_set)
     member.join()
-    writer = member._writer
-    assert isinstance(writer, FakeWriter)
-    writer.failing = True
-    wait_for(lambda: fenced == [True])
-    written = len(writer.records)
-    writer.failing = False
+    writer, written = fence_then_let_writes_land(member, fenced)
     wait_for(lambda: len(writer.records) > written + 2)  # reports land: one each interval
     assert fenced == [True]
     assert all(MemberReport.decode(value).fenced for _, value in writer.records[written:] if value)
@@ -154,12 +160,7 @@ def test_a_member_back_from_its_fence_withdraws_the_claims_it_dropped(
     """
     p0 = TopicPartition("orders", 0)
     member.join([p0])
-    writer = member._writer
-    assert isinstance(writer, FakeWriter)
-    writer.failing = True
-    wait_for(lambda: fenced == [True])
-    written = len(writer.records)
-    writer.failing = False
+    writer, written = fence_then_let_writes_land(member, fenced)
     wait_for(lambda: fenced == [True, False])
     assert (claim_key("g", p0, "me"), None) in writer.records[written:]
     assert member.claimed() == set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from client_balance import admin
 from client_balance._kafka import data_lost, offsets_for_timestamps
@@ -25,9 +26,11 @@ from client_balance.strategies import get_strategy
 from client_balance.strategies._nodes import node_assignment, partition_counts
 
 __all__ = [
+    "BATCH_START",
     "READER_GROUP",
     "Bounds",
     "batch_ranges",
+    "batch_start",
     "cut",
     "existing_offsets",
     "node_partitions",
@@ -37,6 +40,7 @@ __all__ = [
     "stream_bases",
     "stream_ranges",
     "stream_starts",
+    "with_batch_start",
 ]
 
 READER_GROUP = "__client_balance_spark_reader"
@@ -269,11 +273,36 @@ def offset_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, in
     return answer
 
 
-def parse_offset_json(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+BATCH_START = "$start"
+"""Key of the first micro-batch's end offset that keeps where that batch starts.
+
+Spark's checkpoint holds each batch's end only; batch 0's start is ``initialOffset()``, which
+Spark asks again to run the batch and again after a restart, and which for ``latest`` (or the
+group's offsets) answers further on once the topic has moved: messages would be skipped, or the
+start would lie past the end. ``$`` is not legal in a topic name, so no topic can clash.
+"""
+
+StreamOffset = Mapping[str, Any]
+"""One of Spark's stream offsets as JSON gives it: :func:`offset_json`, maybe with a start."""
+
+
+def with_batch_start(end: StreamOffset, start: StreamOffset) -> dict[str, Any]:
+    """``end`` that also keeps ``start`` (under :data:`BATCH_START`), as the first batch's."""
+    return {**end, BATCH_START: offset_json(parse_offset_json(start))}
+
+
+def batch_start(start: StreamOffset, end: StreamOffset) -> StreamOffset:
+    """Where the micro-batch ``[start, end)`` starts: the start ``end`` keeps, else ``start``."""
+    kept: StreamOffset | None = end.get(BATCH_START)
+    return start if kept is None else kept
+
+
+def parse_offset_json(offsets: StreamOffset) -> dict[TopicPartition, int]:
     """The partitions' offsets of one of Spark's stream offsets (:func:`offset_json`)."""
     return {
         TopicPartition(topic, int(number)): int(offset)
         for topic, per_partition in offsets.items()
+        if topic != BATCH_START
         for number, offset in per_partition.items()
     }
 

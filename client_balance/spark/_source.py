@@ -13,7 +13,7 @@ schema's types (``_read``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -34,7 +34,9 @@ from client_balance.spark._ownership import held_by_live_members, refuse_held
 from client_balance.spark._partition import SCHEMA, NodePartition, source_schema
 from client_balance.spark._plan import (
     Bounds,
+    StreamOffset,
     batch_ranges,
+    batch_start,
     cut,
     existing_offsets,
     node_partitions,
@@ -44,6 +46,7 @@ from client_balance.spark._plan import (
     stream_bases,
     stream_ranges,
     stream_starts,
+    with_batch_start,
 )
 from client_balance.spark._read import read_node
 from client_balance.spark._registration import QueryMembership, leave_on_terminate
@@ -152,16 +155,23 @@ class _StreamReader(DataSourceStreamReader):
         self._membership: QueryMembership | None = None
         self._dropped: set[TopicPartition] = set()
         """Partitions left out of a commit as gone, logged once (``_existing``)."""
+        self._initial: dict[str, dict[str, int]] | None = None
+        """This process's answer to ``initialOffset()``: Spark asks twice and must hear one."""
 
     def _offsets(self) -> Bounds:
         return partition_offsets(self._options)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
-        """Where a query without a checkpoint starts: ``startingOffsets`` or a timestamp."""
-        found = self._offsets()
-        starts = stream_starts(self._options, found)
-        self._hold(starts, found)
-        return offset_json(starts)
+        """Where a query without a checkpoint starts: ``startingOffsets`` or a timestamp.
+
+        Asked once: Spark asks again to run the first batch, and ``latest`` would have moved.
+        """
+        if self._initial is None:
+            found = self._offsets()
+            starts = stream_starts(self._options, found)
+            self._hold(starts, found)
+            self._initial = offset_json(starts)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``maxOffsetsPerTrigger`` messages per micro-batch, or everything available."""
@@ -169,13 +179,15 @@ class _StreamReader(DataSourceStreamReader):
         return ReadAllAvailable() if most is None else ReadMaxRows(most)
 
     def latestOffset(  # noqa: N802 - Spark's name
-        self, start: dict[str, dict[str, int]] | None, limit: ReadLimit
-    ) -> dict[str, dict[str, int]]:
+        self, start: StreamOffset | None, limit: ReadLimit
+    ) -> dict[str, Any]:
         """The next batch's end: high watermarks (new partitions and topics too), cut to the limit.
 
         The limit is shared in proportion to each partition's backlog, counted from where the
         log starts (``stream_bases``: a start the log lost is data loss). Spark calls this once
-        the previous batch is done, so that batch's end (``start``) is committed here.
+        the previous batch is done, so that batch's end (``start``) is committed here. The first
+        batch's end also keeps its start (``BATCH_START``), which Spark's checkpoint does not;
+        with nothing new, ``start`` comes back as it is, so that Spark sees no new data.
         """
         first = parse_offset_json(start or {})
         found = self._offsets()
@@ -186,13 +198,16 @@ class _StreamReader(DataSourceStreamReader):
         highs = {tp: high for tp, (_, high, _) in found.items()}
         if isinstance(limit, ReadMaxRows):
             highs = cut(bases, highs, limit.max_rows)
+        if start is not None and start == self._initial:
+            return with_batch_start(offset_json(highs), start)
+        if start is not None and highs == first:
+            return dict(start)
         return offset_json(highs)
 
-    def partitions(
-        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
-    ) -> list[NodePartition]:
+    def partitions(self, start: StreamOffset, end: StreamOffset) -> list[NodePartition]:
         """The nodes' shares of ``[start, end)``; a partition new in ``end`` starts at 0."""
-        ranges = stream_ranges(self._options, parse_offset_json(start), parse_offset_json(end))
+        first = parse_offset_json(batch_start(start, end))
+        ranges = stream_ranges(self._options, first, parse_offset_json(end))
         if all(begin >= stop for begin, stop in ranges.values()):
             return []
         return node_partitions(ranges, self._options)
@@ -201,7 +216,7 @@ class _StreamReader(DataSourceStreamReader):
         assert isinstance(partition, NodePartition)  # noqa: S101 - partitions() made it
         return read_node(partition)
 
-    def commit(self, end: dict[str, dict[str, int]]) -> None:
+    def commit(self, end: StreamOffset) -> None:
         """Everything before ``end`` is processed: commit it to the Kafka group."""
         done = parse_offset_json(end)
         self._commit(done)

@@ -146,3 +146,43 @@ def test_without_fail_on_data_loss_a_log_that_went_back_is_read_again(
     assert sum(map(len, read.values())) == (20 if limited else 43)
     (record,) = [r for r in caplog.records if "offset was changed" in r.getMessage()]
     assert (record.partition, record.changed_from, record.changed_to) == ("t:0", 100, 3)  # type: ignore[attr-defined]
+
+
+def test_the_first_micro_batch_reads_from_where_it_was_planned(kafka: FakeKafka) -> None:
+    """startingOffsets=latest on a live topic: Spark's second initialOffset() skips nothing."""
+    kafka.bounds = {T0: (0, 10, None), T1: (0, 10, None)}
+    reader = _reader(startingOffsets="latest")
+    start = reader.initialOffset()  # Spark asks once to plan the batch's end ...
+    kafka.bounds = {T0: (0, 15, None), T1: (0, 12, None)}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    kafka.bounds = {T0: (0, 30, None), T1: (0, 30, None)}
+    again = reader.initialOffset()  # ... and once more to run it: the topic moved on meanwhile
+    assert _read(reader.partitions(again, end)) == {T0: list(range(10, 15)), T1: [10, 11]}
+
+
+def test_a_query_restarted_inside_its_first_micro_batch_reads_it_whole(kafka: FakeKafka) -> None:
+    """The first batch failed and the query restarts with latest: that batch again, no loss."""
+    kafka.bounds = {T0: (0, 10, None), T1: (0, 10, None)}
+    first_run = _reader(startingOffsets="latest")
+    start = first_run.initialOffset()
+    kafka.bounds = {T0: (0, 15, None), T1: (0, 12, None)}
+    end = first_run.latestOffset(start, ReadAllAvailable())  # Spark's checkpoint keeps `end`
+    kafka.bounds = {T0: (0, 40, None), T1: (0, 40, None)}  # the sink failed; time passes
+    restarted = _reader(startingOffsets="latest")
+    replanned = restarted.initialOffset()  # Spark has no start of batch 0 in its checkpoint
+    assert _read(restarted.partitions(replanned, end)) == {T0: list(range(10, 15)), T1: [10, 11]}
+    restarted.commit(end)
+    assert kafka.commits[-1] == {T0: 15, T1: 12}
+    following = restarted.latestOffset(end, ReadAllAvailable())
+    assert _read(restarted.partitions(end, following)) == {
+        T0: list(range(15, 40)),
+        T1: list(range(12, 40)),
+    }
+
+
+def test_a_micro_batch_with_nothing_new_keeps_the_offset_spark_has(kafka: FakeKafka) -> None:
+    """No new message: latestOffset answers its start unchanged, so Spark runs no empty batch."""
+    kafka.bounds = {T0: (0, 10, None)}
+    reader = _reader(startingOffsets="latest")
+    end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert reader.latestOffset(end, ReadAllAvailable()) == end

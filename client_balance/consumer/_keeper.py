@@ -158,7 +158,10 @@ class PartitionKeeper:
             self._withdraw(claimed.keys() - self._fetcher.held())
             if self.status is not None:
                 self.status.report_soon()
-        self._bootstrapped.update(tp for tp, offset in claimed.items() if offset >= 0)
+        # Only what started: a partition left out as unreadable keeps its offset for next round.
+        self._bootstrapped.update(
+            tp for tp, offset in claimed.items() if offset >= 0 and tp in starts
+        )
         self._from_log_start.difference_update(self._fetcher.held())
         try:
             self.hooks.assigned({self._meta.key(tp): start for tp, start in starts.items()})

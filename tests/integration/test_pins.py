@@ -7,6 +7,7 @@ runtime tests run consumers in this process, on the session's real broker.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from client_balance import (
     TooFrequentError,
 )
 from client_balance.admin import GroupView
+from client_balance.consumer import _starts
 from client_balance.strategies import get_strategy
 from client_balance.strategies._nodes import node_share
 from tests.integration.usecases import UseCaseGroup
@@ -185,3 +187,31 @@ def test_pin_at_runtime_moves_one_partition_and_unpin_gives_it_back(
     node1.unpin(f"{topic}:{pinned}")
     wait_until(lambda: len(node0.registered_partitions()) == 2, 30, "node 0 has it back")
     assert {k.split(":", 1)[1] for k in node1.registered_partitions()} == share1
+
+
+def test_a_pinned_offset_survives_a_first_round_that_could_not_read_the_start(
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    new_topic: Callable[..., str],
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pinned at 0, the start unreadable once (a leader move): the next round starts at 0."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    real_read_starts = _starts.read_starts
+    unreadable_once = [True]
+
+    def leader_moved_once(*args: Any, **kwargs: Any) -> Any:
+        ranges, committed = real_read_starts(*args, **kwargs)
+        if kwargs.get("skip_unreadable") and unreadable_once:
+            unreadable_once.clear()
+            return {}, committed  # as read_starts leaves out a partition answering NOT_LEADER
+        return ranges, committed
+
+    monkeypatch.setattr(_starts, "read_starts", leader_moved_once)
+    consumer = make_consumer(start_position="latest")
+    consumer.start([topic], -1, -1, pinned={f"{topic}:0": 0})
+    result = consumer.get_message(timeout_s=30)
+    assert not unreadable_once  # the first round did leave the partition out
+    assert (result.key, result.start_offset) == (f"1:{topic}:0", 0)
+    consumer.confirm(result.confirm_context, True)

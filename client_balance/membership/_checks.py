@@ -91,6 +91,10 @@ def check_signing(state: GroupState, me: str, group: str, *, signs: bool, warned
         _log.warning("members write unsigned status records; ignored", members=unsigned)
 
 
+_COMPUTED_MODES = frozenset({"node", "elastic"})
+"""Modes whose members each compute the whole group's assignment from the same rule."""
+
+
 def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, group: str) -> None:
     where = f"in group {group!r}, as {other_id} has it"
     if set(me.topics) != set(other.topics):
@@ -107,10 +111,13 @@ def _check_subscription(me: MemberReport, other: MemberReport, other_id: str, gr
             ours=me.filters,
             group=other.filters,
         )
-    if me.mode == other.mode == "node" and me.strategy != other.strategy:
+    # Node and elastic members each compute the whole assignment on their own: with two rules
+    # each gives the others what they do not take, and those partitions go unread.
+    if me.mode == other.mode and me.mode in _COMPUTED_MODES and me.strategy != other.strategy:
         raise InconsistentStrategyError(
             f"[Inconsistency subscribe] {me.consumer_id}'s strategy {me.strategy!r} differs from "
-            f"{other.strategy!r} {where}: nodes with different rules overlap and leave gaps",
+            f"{other.strategy!r} {where}: {me.mode} members with different rules overlap and "
+            "leave gaps",
             ours=me.strategy,
             group=other.strategy,
         )

@@ -508,6 +508,20 @@ def test_start_raises_425_426_and_a_strategy_conflict_against_the_live_group(
     assert first.is_partitions_ready(10)
 
 
+def test_elastic_members_with_another_strategy_are_refused(
+    new_topic: Callable[..., str], make_member: Callable[..., ClientBalanceConsumer]
+) -> None:
+    """Elastic members also each compute the whole assignment: another strategy is refused."""
+    topic = new_topic(partitions=6)
+    first = make_member(strategy="roundrobin")
+    first.start([topic], mode="elastic")
+    with pytest.raises(InconsistentStrategyError, match="elastic members") as strategy:
+        make_member(strategy="range").start([topic], mode="elastic")
+    assert (strategy.value.ours, strategy.value.group) == ("range", "roundrobin")
+    make_member(strategy="roundrobin").start([topic], mode="elastic")  # agrees: joins
+    assert first.is_partitions_ready(10)
+
+
 def test_a_claim_that_lost_and_was_never_withdrawn_is_tombstoned_by_the_holder(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],

@@ -157,10 +157,11 @@ class UserStrategy:
         """The rule's answer to the canonical input, checked and normalised."""
         counts, ordered = canonical_input(partitions, members)
         rule: Any = self.rule
+        # Copies: the answer is checked against the input, which a rule may use as a work list.
         if callable(getattr(rule, "assign", None)):
-            answer = rule.assign(counts, ordered, partition_racks=partition_racks)
+            answer = rule.assign(dict(counts), list(ordered), partition_racks=partition_racks)
         else:
-            answer = rule(counts, ordered)
+            answer = rule(dict(counts), list(ordered))
         assignment, problem = assignment_problem(counts, ordered, answer)
         if assignment is None:
             raise StrategyContractError(

@@ -187,6 +187,38 @@ def test_an_invalid_answer_raises_naming_what_is_wrong(answer: object, message: 
     assert (str(again), again.violation) == (str(raised.value), "valid")
 
 
+def _drops_topic_b(partitions: dict[str, int], members: list[Member]) -> Assignment:
+    """A wrong rule that pops Beta off the input it was handed and gives it to nobody."""
+    partitions.pop(B, None)
+    return {m.id: [TopicPartition(A, n) for n in range(partitions[A])] if i == 0 else []
+            for i, m in enumerate(members)}  # fmt: skip
+
+
+def _drains_its_input(partitions: dict[str, int], members: list[Member]) -> Assignment:
+    """A right rule that uses the input it was handed as a work list."""
+    answer: dict[str, list[TopicPartition]] = {m.id: [] for m in members}
+    given = 0
+    while partitions:
+        topic, count = partitions.popitem()
+        for number in range(count):
+            answer[members[given % len(members)].id].append(TopicPartition(topic, number))
+            given += 1
+    members.clear()
+    return answer
+
+
+def test_a_rule_that_changes_its_input_is_checked_against_the_real_one() -> None:
+    """A rule's edits to its input neither hide a wrong answer nor fail a right one."""
+    group = [Member("C1", {A, B}), Member("C2", {A, B})]
+    with pytest.raises(StrategyContractError, match="assigned Beta:0 to nobody"):
+        register_strategy("drops", _drops_topic_b).assign({A: 2, B: 1}, group)
+    answer = register_strategy("drains", _drains_its_input).assign({A: 2, B: 1}, group)
+    assert sorted(tp for share in answer.values() for tp in share) == [
+        TopicPartition(A, 0), TopicPartition(A, 1), TopicPartition(B, 0)
+    ]  # fmt: skip
+    assert node_share(get_strategy("drains"), {A: 4}, 2, 1)  # members.clear() did no harm
+
+
 # ------------------------------------------------------------------------------- references
 def test_a_module_attr_reference_resolves_without_registering() -> None:
     """'module:attr' imports the rule once, under the reference as its name; it is not listed."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
@@ -34,7 +34,7 @@ from client_balance.errors import (
 from client_balance.keys import RESUME_OFFSET, TopicPartition
 from client_balance.membership import StatusMember
 
-__all__ = ["PartitionKeeper"]
+__all__ = ["PartitionKeeper", "check_pins"]
 
 _log = get_logger("reconcile")
 
@@ -215,15 +215,7 @@ class PartitionKeeper:
 
     def pin(self, wanted: Mapping[TopicPartition, int]) -> None:
         """Pin partitions of the meta set, publish the pins (see ``TargetPlanner.pin``)."""
-        if any(self._meta.get(tp) is None for tp in wanted):
-            self._meta.refresh(max_age_s=0.0)  # right after start() the first round may not have
-        for partition in sorted(wanted):
-            if self._meta.get(partition) is None:
-                raise PartitionNotFoundError(
-                    f"cannot pin {partition}: it is not in the partition meta set of topics "
-                    f"{sorted(self._member.topics)}",
-                    key=str(partition),
-                )
+        check_pins(self._meta, self._member.topics, wanted)
         status = self.status
         self.planner.pin(wanted, status.pins() if status is not None else {})
         if status is not None:
@@ -358,3 +350,16 @@ def _only(
     wanted: Mapping[TopicPartition, int], kept: set[TopicPartition]
 ) -> dict[TopicPartition, int]:
     return {partition: offset for partition, offset in wanted.items() if partition in kept}
+
+
+def check_pins(meta: MetaCache, topics: Iterable[str], wanted: Collection[TopicPartition]) -> None:
+    """Raise ``PartitionNotFoundError`` (404) for a pin outside the partition meta set."""
+    if any(meta.get(tp) is None for tp in wanted):
+        meta.refresh(max_age_s=0.0)  # right after start() the first round may not have
+    for partition in sorted(wanted):
+        if meta.get(partition) is None:
+            raise PartitionNotFoundError(
+                f"cannot pin {partition}: it is not in the partition meta set of topics "
+                f"{sorted(topics)}",
+                key=str(partition),
+            )

@@ -16,7 +16,7 @@ from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._join import join_group
-from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.consumer._keeper import PartitionKeeper, check_pins
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._reconcile import Reconciler
 from client_balance.consumer._redelivery import Redeliveries
@@ -237,6 +237,9 @@ def launch(
     status.recorder = recorder
     prefetch.join()
     try:
+        check_pins(
+            meta, setup.topics, pins
+        )  # as pin() does: a typo must not wait for the topic to grow
         planner.pin(pins, status.pins())  # a live member that pinned one first wins
     except BaseException:
         status.leave()

@@ -13,10 +13,12 @@ import pytest
 
 from client_balance import (
     ClientBalanceConsumer,
+    PartitionNotFoundError,
     PartitionOccupiedError,
     PinConflictError,
     TooFrequentError,
 )
+from client_balance._kafka import read_starts
 from client_balance.admin import GroupView
 from client_balance.consumer import _starts
 from client_balance.strategies import get_strategy
@@ -198,11 +200,10 @@ def test_a_pinned_offset_survives_a_first_round_that_could_not_read_the_start(
     """Pinned at 0, the start unreadable once (a leader move): the next round starts at 0."""
     topic = new_topic(partitions=1)
     produce(kafka_bootstrap, topic, 10, partitions=1)
-    real_read_starts = _starts.read_starts
     unreadable_once = [True]
 
     def leader_moved_once(*args: Any, **kwargs: Any) -> Any:
-        ranges, committed = real_read_starts(*args, **kwargs)
+        ranges, committed = read_starts(*args, **kwargs)
         if kwargs.get("skip_unreadable") and unreadable_once:
             unreadable_once.clear()
             return {}, committed  # as read_starts leaves out a partition answering NOT_LEADER
@@ -215,3 +216,16 @@ def test_a_pinned_offset_survives_a_first_round_that_could_not_read_the_start(
     assert not unreadable_once  # the first round did leave the partition out
     assert (result.key, result.start_offset) == (f"1:{topic}:0", 0)
     consumer.confirm(result.confirm_context, True)
+
+
+def test_start_with_a_pin_outside_the_topic_raises_404_and_leaves_the_group(
+    make_consumer: Callable[..., ClientBalanceConsumer], new_topic: Callable[..., str]
+) -> None:
+    """start(pinned=topic:7) on a 2-partition topic: 404 naming it, no member left behind."""
+    topic = new_topic(partitions=2)
+    consumer = make_consumer()
+    with pytest.raises(PartitionNotFoundError, match=f"cannot pin {topic}:7") as raised:
+        consumer.start([topic], -1, -1, pinned={f"{topic}:7": 0})
+    assert (raised.value.code, raised.value.key) == (404, f"{topic}:7")
+    group = consumer.settings.group_id
+    assert GroupView.load(consumer.settings, group).live_members == ()

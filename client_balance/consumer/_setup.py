@@ -78,14 +78,22 @@ class MemberSetup:
 
 def user_target(answer: UserTarget) -> dict[TopicPartition, int]:
     """A callback's answer (keys, or keys -> bootstrap offsets) as partitions -> offsets."""
-    if isinstance(answer, str):
-        raise ConfigError(
-            f"the assignment callback returned the string {answer!r}; return a collection of "
-            "partition keys or a mapping of keys to bootstrap offsets"
-        )
-    if isinstance(answer, Mapping):
-        return {
-            to_topic_partition(key): check_bootstrap_offset(offset)
-            for key, offset in answer.items()
-        }
-    return {to_topic_partition(key): RESUME_OFFSET for key in answer}
+    allowed = "return a collection of partition keys or a mapping of keys to bootstrap offsets"
+    if isinstance(answer, str | bytes):
+        raise ConfigError(f"the assignment callback returned the string {answer!r}; {allowed}")
+    if not isinstance(answer, Iterable):
+        raise ConfigError(f"the assignment callback returned {answer!r}; {allowed}")
+    if not isinstance(answer, Mapping):
+        return {to_topic_partition(key): RESUME_OFFSET for key in answer}
+    target: dict[TopicPartition, int] = {}
+    named_by: dict[TopicPartition, object] = {}
+    for key, offset in answer.items():
+        partition, start = to_topic_partition(key), check_bootstrap_offset(offset)
+        if target.get(partition, start) != start:  # which would win is the dict's order
+            raise ConfigError(
+                f"the assignment callback's keys {named_by[partition]!r} and {key!r} name "
+                f"{partition} with two offsets, {target[partition]} and {start}; give each "
+                "partition once"
+            )
+        target[partition], named_by[partition] = start, key
+    return target

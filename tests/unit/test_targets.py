@@ -141,6 +141,9 @@ def test_pinning_another_members_pin_or_another_topic_is_refused_at_once() -> No
         ([3.5], "not partitions"),
         ("orders:1", "not partitions"),
         ({"orders:1": -7}, "not partitions"),
+        (None, r"returned None; return a collection of partition keys"),
+        (7, r"returned 7; return a collection of partition keys"),
+        ({"orders:0": -1, "0:orders:0": 7}, r"'orders:0' and '0:orders:0' name orders:0"),
     ],
 )
 def test_a_failing_assigner_keeps_the_previous_target(answer: object, reason: str) -> None:

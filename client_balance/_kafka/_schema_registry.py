@@ -44,12 +44,16 @@ def wrap_deserializer(deserializer: Callable[..., Any], field: str) -> MessageDe
 
 
 def registry_avro(
-    url: str, basic_auth: str | None, reader_schema: object | None, field: str
+    url: str,
+    basic_auth: str | None,
+    reader_schema: object | None,
+    field: str,
+    timeout_s: float,
 ) -> MessageDecoder:
     """The Schema Registry's ``AvroDeserializer`` for ``field``; ``reader_schema`` is optional.
 
     No request is made here: the registry is first asked for a schema id when a message needs
-    it (and each id once: the client caches them).
+    it (and each id once: the client caches them). Each request waits at most ``timeout_s``.
     """
     try:
         from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415 - optional extra
@@ -60,7 +64,9 @@ def registry_avro(
             f"Schema Registry client; install client-balance[schema-registry] ({error.name} "
             "is missing)"
         ) from None
-    config: dict[str, Any] = {"url": url}
+    # confluent-kafka waits forever by default: a registry that accepts the connection and
+    # never answers would hang get_message() with no error to act on.
+    config: dict[str, Any] = {"url": url, "timeout": timeout_s}
     if basic_auth is not None:
         config |= {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": basic_auth}
     # new_client gives confluent-kafka's in-memory registry for a mock:// URL (tests).

@@ -210,7 +210,9 @@ def _side(
             return _plain(avro_reader(f"{field}_avro_schema", schema))
         auth = settings.schema_registry_basic_auth
         secret = None if auth is None else auth.get_secret_value()
-        return registry_avro(settings.schema_registry_url, secret, schema, field)
+        return registry_avro(
+            settings.schema_registry_url, secret, schema, field, settings.request_timeout_s
+        )
     if is_confluent_deserializer(deserializer):
         return wrap_deserializer(deserializer, field)  # type: ignore[arg-type]  # callable: checked
     return _plain(deserializer)  # type: ignore[arg-type]  # check_deserializer: a callable

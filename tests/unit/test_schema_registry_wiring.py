@@ -5,7 +5,10 @@ registry (``mock://``) stands in for a server here; tests/integration/test_schem
 runs the same path against a real one, and docs/deserializers.md says what is left untested.
 """
 
+import contextlib
 import json
+import socket
+import threading
 from typing import Any
 
 import pytest
@@ -59,3 +62,45 @@ def test_registry_errors_tell_the_data_from_the_registry() -> None:
     with pytest.raises(DeserializationError, match="did not answer") as caught:
         decode_one(message(framed), **away)
     assert caught.value.retriable is True
+
+
+def test_a_registry_that_never_answers_fails_the_decode_within_the_request_timeout() -> None:
+    """A registry that accepts but never answers gives a retriable DeserializationError, no hang."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the server closed at the end of the test
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    framed = registry_framed(SchemaRegistryClient.new_client({"url": "mock://silent"}), {"id": 1,
+                             "item": "x"})  # fmt: skip
+    silent = {
+        "value_deserializer": "avro",
+        "schema_registry_url": f"http://127.0.0.1:{server.getsockname()[1]}",
+        "request_timeout_s": 0.2,
+    }
+    outcome: list[BaseException] = []
+
+    def decode() -> None:
+        try:
+            decode_one(message(framed), **silent)
+        except BaseException as error:  # handed to the test thread, whatever it is
+            outcome.append(error)
+
+    decoding = threading.Thread(target=decode, daemon=True)
+    decoding.start()
+    # 4 tries of 0.2 s, and confluent-kafka's backoff between them (at most 7 s in all).
+    decoding.join(30)
+    try:
+        assert not decoding.is_alive(), "the decode still waits for the registry"
+        (error,) = outcome
+        assert isinstance(error, DeserializationError)
+        assert error.retriable is True
+        assert "Schema Registry did not answer" in str(error)
+    finally:
+        server.close()
+        for connection in held:  # lets a decode still waiting (before the fix) end
+            connection.close()

@@ -194,7 +194,8 @@ def registry_unavailable(error: BaseException) -> bool:
     An unknown schema id (404) is the record's fault; any other answer of the registry (a
     refused login, a 5xx) or no answer at all means the same bytes may decode later, so the
     batch must not be skipped or dead-lettered for it. Duck-typed: the registry's client is an
-    optional extra.
+    optional extra. Asked only of deserializers that may call a registry: any other's OSError
+    (``gzip.BadGzipFile``) is the data's fault.
     """
     if type(error).__name__ == "SchemaRegistryError":
         return getattr(error, "http_status_code", None) != 404  # noqa: PLR2004 - HTTP not found

@@ -120,10 +120,14 @@ class Decoder:
         key: MessageDecoder | None,
         value: MessageDecoder | None,
         names: tuple[str, str],
+        registry: tuple[bool, bool] = (False, False),
     ) -> None:
         self._key = key
         self._value = value
         self._names = {"key": names[0], "value": names[1]}
+        # Only a side that asks a Schema Registry can fail for want of it: an OSError of a
+        # plain callable (gzip.BadGzipFile) is the data's fault, and must meet the policy.
+        self._registry = {"key": registry[0], "value": registry[1]}
 
     @classmethod
     def of(
@@ -141,10 +145,13 @@ class Decoder:
         value = _chosen(settings, "value", value_deserializer)
         if key == "bytes" and value == "bytes":
             return None
+        key_side, key_registry = _side(settings, "key", key)
+        value_side, value_registry = _side(settings, "value", value)
         return cls(
-            _side(settings, "key", key),
-            _side(settings, "value", value),
+            key_side,
+            value_side,
             (deserializer_name(key), deserializer_name(value)),
+            (key_registry, value_registry),
         )
 
     def decode(self, messages: list[Any]) -> list[DecodedMessage]:
@@ -170,7 +177,7 @@ class Decoder:
 
     def _failure(self, message: Any, field: str, error: Exception) -> DeserializationError:
         name = self._names[field]
-        retriable = registry_unavailable(error)
+        retriable = self._registry[field] and registry_unavailable(error)
         where = f"{message.topic()}:{message.partition()} at offset {message.offset()}"
         why = (
             "the Schema Registry did not answer as it should; the batch comes again, not "
@@ -199,23 +206,25 @@ def _chosen(settings: ClientBalanceSettings, field: str, given: Deserializer | N
 
 def _side(
     settings: ClientBalanceSettings, field: str, deserializer: Deserializer
-) -> MessageDecoder | None:
+) -> tuple[MessageDecoder | None, bool]:
+    """The side's decoder, and whether it may ask a Schema Registry."""
     if deserializer == "bytes":
-        return None
+        return None, False
     if isinstance(deserializer, str) and deserializer in _BUILT_IN:
-        return _plain(_BUILT_IN[deserializer])
+        return _plain(_BUILT_IN[deserializer]), False
     if deserializer == "avro":
         schema = getattr(settings, f"{field}_avro_schema")
         if settings.schema_registry_url is None:
-            return _plain(avro_reader(f"{field}_avro_schema", schema))
+            return _plain(avro_reader(f"{field}_avro_schema", schema)), False
         auth = settings.schema_registry_basic_auth
         secret = None if auth is None else auth.get_secret_value()
-        return registry_avro(
-            settings.schema_registry_url, secret, schema, field, settings.request_timeout_s
-        )
+        timeout_s = settings.request_timeout_s
+        return registry_avro(settings.schema_registry_url, secret, schema, field, timeout_s), True
     if is_confluent_deserializer(deserializer):
-        return wrap_deserializer(deserializer, field)  # type: ignore[arg-type]  # callable: checked
-    return _plain(deserializer)  # type: ignore[arg-type]  # check_deserializer: a callable
+        # confluent-kafka's own deserializers are the ones built over a registry client.
+        decoder = wrap_deserializer(deserializer, field)  # type: ignore[arg-type]  # checked
+        return decoder, True
+    return _plain(deserializer), False  # type: ignore[arg-type]  # check_deserializer: a callable
 
 
 def _plain(read: Callable[[bytes | None], Any]) -> MessageDecoder:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
@@ -174,6 +175,29 @@ def test_a_poison_value_under_skip_is_skipped_once_over_the_limit(
     assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 4
     with pytest.raises(NoMessageError):
         consumer.get_message(timeout_s=0.5)
+
+
+def gunzip_json(data: bytes | None) -> Any:
+    """A callable deserializer whose poison raises an OSError (gzip.BadGzipFile)."""
+    return None if data is None else json.loads(gzip.decompress(data))
+
+
+def test_an_oserror_of_a_callable_deserializer_is_poison_not_a_registry_outage(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """gzip.BadGzipFile from a callable counts as a rollback: max_redeliveries=0 + skip skips it."""
+    topic = new_topic()
+    values = [gzip.compress(b'{"n": 1}'), b"not gzip at all", gzip.compress(b'{"n": 3}')]
+    produce(kafka_bootstrap, topic, [(None, value) for value in values])
+    consumer = make_consumer(
+        value_deserializer=gunzip_json, batch_max_messages=1, max_redeliveries=0,
+        redelivery_policy="skip",
+    )  # fmt: skip
+    consumer.start([topic], source_count=1, node_id=0)
+    assert [m.value() for m in take(consumer, 2)] == [{"n": 1}, {"n": 3}]
+    assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 3
 
 
 def test_a_poison_value_under_dead_letter_is_produced_raw_and_never_raised(

@@ -8,6 +8,7 @@ not know is still masked when its name says what it is (``...password``, ``...se
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ __all__ = [
     "is_secret_value",
     "masked",
     "reveal",
+    "scrub",
 ]
 
 MASK = "**********"
@@ -113,6 +115,41 @@ def masked(config: Mapping[str, Any]) -> dict[str, Any]:
         else:
             shown[key] = value
     return shown
+
+
+# librdkafka quotes the rest of a sasl.oauthbearer.config it cannot parse, to the end of its text.
+_QUOTED_TAIL = re.compile(r"(beginning at:).*", re.DOTALL)
+_TOKEN_SEPARATORS = re.compile(r"[\s,;]+")
+_SHORTEST_MASKED_PART = 4
+"""A token's value part shorter than this is masked only as ``key=value``: masking every "1"
+or "yes" of a message would make it unreadable, and so short a part guards nothing."""
+
+
+def scrub(text: str, kafka: Mapping[str, Any] | None = None) -> str:
+    """The words ``text`` of librdkafka without a secret of ``kafka``, fit for a message or log.
+
+    The quoted tail of a refused ``sasl.oauthbearer.config`` ("beginning at: ...") is cut
+    whatever ``kafka`` holds. Each secret value of ``kafka`` shows as :data:`MASK`, and so does
+    each ``key=value`` token within one: librdkafka may quote a value from its middle on.
+    """
+    text = _QUOTED_TAIL.sub(rf"\1 {MASK}", text)
+    shown: dict[str, str] = {}
+    for key, value in (kafka or {}).items():
+        if not (is_secret_key(key) or is_secret_value(value)):
+            continue
+        secret = str(reveal(value))
+        if not secret:
+            continue
+        shown[secret] = MASK
+        for token in _TOKEN_SEPARATORS.split(secret):
+            name, equals, part = token.partition("=")
+            if equals and part:
+                shown[token] = f"{name}={MASK}"
+                if len(part) >= _SHORTEST_MASKED_PART:
+                    shown[part] = MASK
+    for secret in sorted(shown, key=len, reverse=True):  # a whole value before its parts
+        text = text.replace(secret, shown[secret])
+    return text
 
 
 class MaskedConfig(Mapping[str, Any]):

@@ -11,7 +11,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 
-from client_balance._secrets import MASK, is_secret_key
+from client_balance._secrets import scrub
 
 __all__ = ["librdkafka_refuses"]
 
@@ -25,9 +25,7 @@ def librdkafka_refuses(config: Mapping[str, Any]) -> str | None:
     except (KafkaException, ValueError, TypeError) as error:
         first = error.args[0] if error.args else type(error).__name__
         reason = first.str() if hasattr(first, "str") else str(first)  # a KafkaError's own words
-        for key, value in config.items():  # librdkafka quotes the value it could not parse
-            if is_secret_key(key) and isinstance(value, str) and value:
-                reason = reason.replace(value, MASK)
-        return f"librdkafka refuses the kafka settings: {reason}"
+        # librdkafka quotes the value it could not parse.
+        return f"librdkafka refuses the kafka settings: {scrub(reason, config)}"
     client.close()
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from client_balance._secrets import scrub
 from client_balance.errors import ClientBalanceError, DataLossError, KafkaClientError
 from client_balance.keys import TopicPartition
 
@@ -67,6 +68,8 @@ TOO_LARGE_CODES = frozenset({10, 18})
 
 KafkaSettings = Mapping[str, Any]
 
+_LOCAL_OAUTH_CONFIG = "sasl.oauthbearer.config"
+
 
 def from_kafka_exception(
     error: BaseException,
@@ -80,19 +83,23 @@ def from_kafka_exception(
 
     A refused login names the mechanism and user of the client's settings ``kafka``; a refused
     request names the ACL ``operation`` (``"Write"``) on ``resource`` (a topic or group name)
-    that the caller was exercising. The message never holds a secret of ``kafka``.
+    that the caller was exercising. The message never holds a secret of ``kafka``, nor the part
+    of a ``sasl.oauthbearer.config`` that librdkafka quotes (``_secrets.scrub``).
     """
     kafka_error: Any = error.args[0] if error.args else None
     code_of = getattr(kafka_error, "code", None)
     if not callable(code_of):
         return KafkaClientError(
-            f"{doing} failed: {error}", kafka_code=-1, kafka_name=type(error).__name__
+            f"{doing} failed: {scrub(str(error), kafka)}",
+            kafka_code=-1,
+            kafka_name=type(error).__name__,
         )
     name = str(kafka_error.name())
-    text = str(kafka_error.str())
+    said = str(kafka_error.str())
+    text = scrub(said, kafka)
     code = int(code_of())
     if code in AUTHENTICATION_CODES:
-        text = f"{text.rstrip('.')}. {_refused_login(kafka)}"
+        text = f"{text.rstrip('.')}. {_refused_login(kafka, said)}"
     elif code in AUTHORIZATION_CODES:
         text = f"{text.rstrip('.')}. {_missing_acl(AUTHORIZATION_CODES[code], operation, resource)}"
     elif code in TOO_LARGE_CODES:
@@ -110,7 +117,13 @@ def from_kafka_exception(
     )
 
 
-def _refused_login(kafka: KafkaSettings | None) -> str:
+def _refused_login(kafka: KafkaSettings | None, said: str) -> str:
+    if _LOCAL_OAUTH_CONFIG in said:  # no login was tried: librdkafka could not build a token
+        return (
+            f"librdkafka refused this client's own {_LOCAL_OAUTH_CONFIG} before any login: "
+            "fix it in the kafka settings (space-separated name=value pairs: principal=, "
+            "scope=, lifeSeconds=, extension_NAME=)"
+        )
     settings = kafka or {}
     mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "SASL"
     user = settings.get("sasl.username")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import countOf
@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from client_balance._kafka import KafkaError, Message
 from client_balance._logging import get_logger
+from client_balance._secrets import scrub
 from client_balance.keys import TopicPartition
 
 __all__ = [
@@ -251,8 +252,11 @@ class FetchErrors:
     A broker that is away reports the same error on every ``consume()``.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, kafka: Mapping[str, Any] | None = None
+    ) -> None:
         self._clock = clock
+        self._kafka = kafka  # whose secrets librdkafka's words must not carry into the log
         self._last = ""
         self._last_s = 0.0
 
@@ -272,7 +276,7 @@ class FetchErrors:
             elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                 out_of_range.append((message.topic(), message.partition(), message.offset()))
             elif error.code() != KafkaError._PARTITION_EOF:
-                self._log(str(error), message.topic())
+                self._log(scrub(str(error), self._kafka), message.topic())
         return kept, out_of_range
 
     def _log(self, text: str, topic: str | None) -> None:

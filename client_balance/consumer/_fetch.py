@@ -35,6 +35,7 @@ from client_balance._kafka import (
     kafka_tp,
 )
 from client_balance._logging import get_logger
+from client_balance._secrets import scrub
 from client_balance._timing import Deadline
 from client_balance.consumer._buffers import (
     Batch,
@@ -99,7 +100,7 @@ class Fetcher:
         self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
         self.failures = FailureSlot(self._lock)  # raised by the next call (a fatal one: all)
-        self._fetch_errors = FetchErrors()
+        self._fetch_errors = FetchErrors(kafka=settings.kafka)
         loop = partial(keep_running, thread="fetch", on_failure=self.failures.store)
         self._thread = threading.Thread(target=loop, args=(self._run_once, self._stopping),
                                         name="client-balance-fetch", daemon=True)  # fmt: skip
@@ -290,7 +291,7 @@ class Fetcher:
             if not messages:
                 messages = consume(num_messages=count, timeout=wait_s)
         except KafkaException as error:
-            _log.warning("consume failed", error=str(error))
+            _log.warning("consume failed", error=scrub(str(error), self._settings.kafka))
             return
         if messages and any(map(Message.error, messages)):
             messages, out_of_range = self._fetch_errors.drop(messages)
@@ -344,13 +345,13 @@ class Fetcher:
         self._gate.call(lambda: _refresh_highs(self._consumer, self._states(), self._lock))
 
     def _on_kafka_error(self, error: KafkaError) -> None:
-        if not error.fatal():
-            _log.info("kafka client reports", error=str(error))
-            return
-        # The client is dead: the member must stop (PartitionKeeper.round), not stall.
-        self.failures.store_fatal(from_kafka_exception(KafkaException(error), "consuming"))
-        _log.error("the Kafka client failed for good; stopping", error=str(error))
-        self.on_fatal()
+        said = scrub(str(error), self._settings.kafka)
+        if error.fatal():  # the member must stop (PartitionKeeper.round), not stall
+            self.failures.store_fatal(_consuming_failed(error, self._settings.kafka))
+            _log.error("the Kafka client failed for good; stopping", error=said)
+            self.on_fatal()
+        else:
+            _log.info("kafka client reports", error=said)
 
     def close(self, release_wait_s: float) -> None:
         """Release every partition (committing confirmed positions), stop, close the client."""
@@ -370,6 +371,10 @@ class Fetcher:
         self._gate.close(self._consumer.close)
         if errors:
             raise errors[0]
+
+
+def _consuming_failed(error: KafkaError, kafka: Mapping[str, Any]) -> ClientBalanceError:
+    return from_kafka_exception(KafkaException(error), "consuming", kafka=kafka)
 
 
 def _refresh_highs(

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from client_balance._kafka import Consumer, KafkaException, kafka_tp
 from client_balance._logging import get_logger
+from client_balance._secrets import scrub
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.keys import TopicPartition
 
@@ -34,7 +35,7 @@ def restart_at_log_start(
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s)
     except KafkaException as error:
         _log.warning(
-            "could not read the log start", partition=str(state.partition), error=str(error)
+            "could not read the log start", partition=str(state.partition), error=scrub(str(error))
         )
         low = high = position
     if position > high:

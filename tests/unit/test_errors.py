@@ -1,4 +1,5 @@
 import inspect
+import logging
 import pickle
 
 import pytest
@@ -6,6 +7,7 @@ import pytest
 import client_balance
 from client_balance import errors
 from client_balance._kafka import from_kafka_exception
+from client_balance._secrets import MASK, scrub
 
 EXAMPLES: list[errors.ClientBalanceError] = [
     errors.ConfigError("bad"),
@@ -130,3 +132,45 @@ def test_unknown_exceptions_still_map() -> None:
     mapped = from_kafka_exception(OSError("socket closed"), "listing topics")
     assert mapped.kafka_code == -1
     assert "socket closed" in str(mapped)
+
+
+OAUTH_SECRET = "hunter2-0c7a1f"  # noqa: S105 - a test value
+OAUTH_CONFIG = f"principal=admin scope=read bogus={OAUTH_SECRET}"
+
+
+def test_a_refused_oauthbearer_config_shows_its_secret_in_no_message_pickle_or_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The quote librdkafka makes of a bad sasl.oauthbearer.config reaches no error or log."""
+    caplog.set_level(logging.DEBUG, logger="client_balance")
+    settings = client_balance.ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:1", group_id="g", request_timeout_s=3,
+        kafka={"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+               "enable.sasl.oauthbearer.unsecure.jwt": True,
+               "sasl.oauthbearer.config": OAUTH_CONFIG},
+    )  # fmt: skip
+    consumer = client_balance.ClientBalanceConsumer(settings)
+    try:
+        with pytest.raises(errors.KafkaClientError) as caught:
+            consumer.start(["orders"], source_count=1, node_id=0)
+    finally:
+        consumer.shutdown()
+    message = str(caught.value)
+    assert "refused this client's own sasl.oauthbearer.config" in message
+    assert "sasl.password" not in message  # no login was tried: the password is not the fault
+    assert OAUTH_SECRET not in message
+    assert OAUTH_SECRET.encode() not in pickle.dumps(caught.value)
+    logged = [record.getMessage() + repr(record.__dict__) for record in caplog.records]
+    assert logged  # the fetcher's error_cb line is among them
+    assert not [text for text in logged if OAUTH_SECRET in text]
+
+
+def test_scrub_masks_secret_values_their_tokens_and_a_quoted_tail() -> None:
+    """scrub() hides whole secret values, each key=value token in one, and a quoted config."""
+    kafka = {"sasl.password": "pw-7b2e", "sasl.oauthbearer.config": OAUTH_CONFIG, "acks": "all"}
+    assert scrub("login pw-7b2e refused", kafka) == f"login {MASK} refused"
+    assert scrub(f"got {OAUTH_CONFIG}.", kafka) == f"got {MASK}."
+    assert scrub(f"bad token bogus={OAUTH_SECRET} here", kafka) == f"bad token bogus={MASK} here"
+    assert OAUTH_SECRET not in scrub(f"value {OAUTH_SECRET!r}", kafka)
+    assert scrub("acks all", kafka) == "acks all"  # not a secret
+    assert scrub("config beginning at: x=y z", None) == f"config beginning at: {MASK}"

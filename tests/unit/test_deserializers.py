@@ -176,3 +176,28 @@ def test_registry_credentials_stay_out_of_reprs_and_errors() -> None:
         settings(schema_registry_url="https://u:pw9@registry:8081")
     assert "pw9" not in str(caught.value)
     assert "schema_registry_basic_auth" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("HTTPS://alice:hunter2@reg:8081", "'HTTPS://**********@reg:8081'"),
+        ("http:/alice:hunter2@reg:8081", "'http:/**********@reg:8081'"),
+        ("http://reg:8081, htps://alice:hunter2@reg2", "'htps://**********@reg2'"),
+    ],
+)
+@pytest.mark.parametrize("given_as", ["keyword", "environment"])
+def test_a_refused_registry_url_never_shows_its_userinfo(
+    monkeypatch: pytest.MonkeyPatch, url: str, shown: str, given_as: str
+) -> None:
+    """A registry URL refused for its scheme is named with its user and password masked."""
+    if given_as == "environment":
+        monkeypatch.setenv("CLIENT_BALANCE_SCHEMA_REGISTRY_URL", url)
+    with pytest.raises(ConfigError) as caught:
+        settings(**({"schema_registry_url": url} if given_as == "keyword" else {}))
+    message = str(caught.value)
+    assert shown in message
+    assert "is not an http:// or https:// URL" in message
+    assert "hunter2" not in message
+    assert "alice" not in message
+    assert b"hunter2" not in pickle.dumps(caught.value)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
@@ -216,7 +216,9 @@ class SettingsModel:
             for name in values
             if name not in fields
         ]
-        given = {**_environment(fields), **{k: v for k, v in values.items() if k in fields}}
+        keywords = {k: v for k, v in values.items() if k in fields}
+        # Keywords win: the environment of a field given as a keyword is not even read.
+        given = {**_environment(fields, keywords, problems), **keywords}
         made: dict[str, Any] = {}
         for name, field in fields.items():
             if name not in given:
@@ -297,8 +299,13 @@ class SettingsModel:
         return copy
 
 
-def _environment(fields: Mapping[str, Setting]) -> dict[str, Any]:
-    """The fields the environment gives (names in any case), decoded as each field reads them."""
+def _environment(
+    fields: Mapping[str, Setting], keywords: Collection[str], problems: list[str]
+) -> dict[str, Any]:
+    """The fields the environment gives (names in any case), decoded as each field reads them.
+
+    Fields among ``keywords`` are left out; a variable that does not decode adds to ``problems``.
+    """
     found: dict[str, Any] = {}
     variables = {
         name.upper(): value
@@ -307,7 +314,7 @@ def _environment(fields: Mapping[str, Setting]) -> dict[str, Any]:
     }
     for name, field in fields.items():
         env = f"{ENV_PREFIX}{name.upper()}"
-        if env not in variables:
+        if env not in variables or name in keywords:
             continue
         raw = variables[env]
         if field.env == "text":
@@ -319,10 +326,11 @@ def _environment(fields: Mapping[str, Setting]) -> dict[str, Any]:
             if field.env == "json or text":  # an Avro schema may be its JSON, or a file's name
                 found[name] = raw
                 continue
-            raise ConfigError(
+            problems.append(
                 f"{env} is not valid: dict and list settings are read from the environment as "
                 'JSON, such as {"security.protocol": "SASL_SSL"}'
-            ) from None
+            )
+            continue
         if decoded is not None:  # JSON null: as if not set
             found[name] = decoded
     return found

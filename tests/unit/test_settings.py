@@ -262,3 +262,23 @@ def test_json_null_in_the_environment_leaves_the_default(monkeypatch: pytest.Mon
     """CLIENT_BALANCE_KAFKA=null is as if unset."""
     monkeypatch.setenv("CLIENT_BALANCE_KAFKA", "null")
     assert ClientBalanceSettings(**BASE).kafka == {}
+
+
+def test_a_bad_environment_variable_of_a_field_given_as_a_keyword_is_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keywords win: CLIENT_BALANCE_KAFKA that is not JSON does not matter when kafka= is given."""
+    monkeypatch.setenv("CLIENT_BALANCE_KAFKA", "{bad")
+    assert ClientBalanceSettings(**BASE, kafka={"client.id": "x"}).kafka == {"client.id": "x"}
+
+
+def test_a_bad_environment_variable_is_reported_with_the_other_problems(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CLIENT_BALANCE_<FIELD> that is not JSON joins the list of problems, not raised alone."""
+    monkeypatch.setenv("CLIENT_BALANCE_KAFKA", "{bad")
+    with pytest.raises(ConfigError) as caught:
+        ClientBalanceSettings(**BASE, reconcile_interval_s=-1)
+    message = str(caught.value)
+    assert "CLIENT_BALANCE_KAFKA is not valid" in message
+    assert "reconcile_interval_s=-1" in message

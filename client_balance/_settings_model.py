@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import MASK, SecretStr, is_secret_value
+from client_balance._secrets import MASK, SecretStr, is_secret_key, is_secret_value
 from client_balance.errors import ConfigError
 
 __all__ = [
@@ -292,9 +292,15 @@ class SettingsModel:
         )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Any:
-        """A copy with ``update`` applied as given, unchecked (as pydantic's ``model_copy``)."""
+        """A copy with ``update`` applied, unchecked (as pydantic's ``model_copy``).
+
+        Unchecked, but a secret in ``update`` is held as a ``SecretStr`` as the settings would
+        hold it, so that no repr or dump of the copy shows it.
+        """
+        fields = type(self).model_fields
+        changed = {name: _concealed(fields.get(name), v) for name, v in (update or {}).items()}
         copy = object.__new__(type(self))
-        object.__setattr__(copy, "__dict__", {**self.__dict__, **(update or {})})
+        object.__setattr__(copy, "__dict__", {**self.__dict__, **changed})
         object.__setattr__(copy, "_fields_set", self.model_fields_set | set(update or {}))
         return copy
 
@@ -334,6 +340,25 @@ def _environment(
         if decoded is not None:  # JSON null: as if not set
             found[name] = decoded
     return found
+
+
+def _concealed(field: Setting | None, value: Any) -> Any:
+    """``value`` as ``model_copy`` holds it: a secret field's, or a secret property's, masked."""
+    if field is None or value is None:
+        return value
+    if not field.shown:  # a secret field: repr leaves it out, but JSON would write a str
+        try:
+            return secret(value)
+        except ValueError:
+            return SecretStr(str(value))
+    if field.in_errors == "keys" and isinstance(value, Mapping):  # librdkafka properties
+        return {
+            key: SecretStr(str(item))
+            if is_secret_key(str(key)) and isinstance(item, str | int | float)
+            else item
+            for key, item in value.items()
+        }
+    return value
 
 
 def _problem(name: str, field: Setting, value: Any, message: str) -> str:

@@ -282,3 +282,17 @@ def test_a_bad_environment_variable_is_reported_with_the_other_problems(
     message = str(caught.value)
     assert "CLIENT_BALANCE_KAFKA is not valid" in message
     assert "reconcile_interval_s=-1" in message
+
+
+def test_model_copy_keeps_new_secrets_out_of_repr_and_json() -> None:
+    """A sasl.password or status_secret given to model_copy shows in neither repr nor JSON."""
+    settings = ClientBalanceSettings(**BASE, kafka={"sasl.username": "u", "sasl.password": "old"})
+    rotated = settings.model_copy(
+        update={"kafka": {**settings.kafka, "sasl.password": "hunter2"}, "status_secret": "hunter2"}
+    )
+    for shown in (repr(rotated), rotated.model_dump_json()):
+        assert "hunter2" not in shown
+    assert rotated.kafka["sasl.password"].get_secret_value() == "hunter2"
+    assert rotated.status_secret is not None
+    assert rotated.status_secret.get_secret_value() == "hunter2"
+    assert rotated.consumer_config()["sasl.password"] == "hunter2"

@@ -6,6 +6,7 @@ exactly the properties librdkafka knows with values it can parse; it is closed a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,13 +16,21 @@ from client_balance._secrets import scrub
 
 __all__ = ["librdkafka_refuses"]
 
+# "debug" raises librdkafka's log level whatever log_level says, and without a logger its lines
+# go to stderr (a user's logger is not passed: a throwaway client's lines would only confuse).
+# Disabled, and outside the logging tree, so no line of the check reaches any handler.
+_SILENT = logging.Logger("client_balance.config_check")
+_SILENT.disabled = True
+
 
 def librdkafka_refuses(config: Mapping[str, Any]) -> str | None:
     """Why librdkafka refuses ``config`` (no secret in the text), or None if it takes it."""
     if not config:  # nothing to refuse: a client made to check it costs 2 ms of every start
         return None
     try:
-        client = Consumer({"log_level": 0, **config, "group.id": "client-balance-config-check"})
+        client = Consumer(
+            {"log_level": 0, **config, "logger": _SILENT, "group.id": "client-balance-config-check"}
+        )
     except (KafkaException, ValueError, TypeError) as error:
         first = error.args[0] if error.args else type(error).__name__
         reason = first.str() if hasattr(first, "str") else str(first)  # a KafkaError's own words

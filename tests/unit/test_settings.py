@@ -1,3 +1,4 @@
+import logging
 import pickle
 import subprocess
 import sys
@@ -296,3 +297,12 @@ def test_model_copy_keeps_new_secrets_out_of_repr_and_json() -> None:
     assert rotated.status_secret is not None
     assert rotated.status_secret.get_secret_value() == "hunter2"
     assert rotated.consumer_config()["sasl.password"] == "hunter2"
+
+
+def test_checking_kafka_settings_with_debug_writes_nothing_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """kafka={"debug": ..., "logger": ...}: librdkafka's check at settings time prints nothing."""
+    logger = logging.getLogger("tests.librdkafka")
+    ClientBalanceSettings(**BASE, kafka={"debug": "generic", "logger": logger})
+    assert "%7|" not in capfd.readouterr().err

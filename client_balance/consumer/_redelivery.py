@@ -146,12 +146,23 @@ class Redeliveries:
                 )
             left = self._producer.flush(timeout_s)
         except (KafkaException, BufferError) as error:
+            self._drop_queued()
             raise from_kafka_exception(
                 error, f"producing to dead_letter_topic {topic!r}"
             ) from error
-        if failures:
+        failed = failures[0] if failures else None  # before the purge adds its own reports
+        if failed is not None or left:
+            # What is still queued would be written whenever the topic or broker comes back,
+            # and the batch is produced again at its next skip: each failed attempt would
+            # leave one more copy in the dead-letter topic.
+            self._drop_queued()
+        if failed is not None:
             raise from_kafka_exception(
-                KafkaException(failures[0]), f"producing to dead_letter_topic {topic!r}"
+                KafkaException(failed), f"producing to dead_letter_topic {topic!r}"
             )
         if left:
             raise timed_out(f"producing {left} messages to dead_letter_topic {topic!r}", timeout_s)
+
+    def _drop_queued(self) -> None:
+        self._producer.purge()
+        self._producer.flush(0)  # serves the purged messages' delivery reports

@@ -43,11 +43,13 @@ class Committer:
         lock: threading.Condition,
         *,
         held: Callable[[], list[HeldPartition]] = list,
+        holds: Callable[[HeldPartition], bool] = lambda _state: True,
         may_commit: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._consumer = consumer
         self._held = held
+        self._holds = holds
         self._may_commit = may_commit
         self._group_id = group_id
         self._interval_s = interval_s
@@ -79,20 +81,33 @@ class Committer:
         self._last_flush_s = float("-inf")
 
     def commit_confirmed(
-        self, state: HeldPartition, through_gate: Callable[[Callable[[], None]], object]
+        self, state: HeldPartition, through_gate: Callable[[Callable[[], bool]], object]
     ) -> bool:
         """Commit one confirmed position now (``commit="sync"``); False if Kafka refused.
 
         A refusal is logged and left to the interval's commits: the position stays confirmed.
         """
         try:
-            through_gate(lambda: self.commit([state]))
+            return bool(through_gate(lambda: self.commit_held([state])))
         except GroupInUseError:
             raise
         except KafkaClientError as error:
             _log.warning("commit failed; will retry", error=str(error))
             return False
-        return True
+
+    def commit_held(self, states: Sequence[HeldPartition]) -> bool:
+        """Commit those of ``states`` still held (under the client lock); whether all were.
+
+        The states were taken before the client lock: a release without commit (the topic
+        re-created, or the partition another member's now) may have come in between, and the
+        position it left behind must not be committed after it. A release drops its state
+        under the client lock, so none slips in between this look and the commit.
+        """
+        with self._lock:
+            held = [state for state in states if self._holds(state)]
+        if held:
+            self.commit(held)
+        return len(held) == len(states)
 
     def commit(self, states: Sequence[HeldPartition]) -> None:
         """Commit each state's confirmed position now (the caller holds the client lock).
@@ -143,11 +158,11 @@ class Committer:
         with self._lock:
             due = [s for s in states if s.committed != s.confirmed]
         if due:
-            self.commit(due)
+            self.commit_held(due)
 
     def on_interval(
         self,
-        call: Callable[[Callable[[], None]], None],
+        call: Callable[[Callable[[], object]], object],
         fail: Callable[[ClientBalanceError], None],
     ) -> None:
         """Every ``commit_interval_s``: commit what is due (every hour: all of it again)."""
@@ -162,7 +177,7 @@ class Committer:
         try:
             states = self._held()
             if states:
-                call(lambda: (self.commit if everything else self.commit_due)(states))
+                call(lambda: (self.commit_held if everything else self.commit_due)(states))
         except GroupInUseError as error:
             fail(error)
         except KafkaClientError as error:

@@ -90,6 +90,7 @@ class Fetcher:
         self.commits = Committer(  # also asked by the member whether its commits settled
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
             held=self._states, may_commit=lambda: self.shelf.lease_ok(),  # noqa: PLW0108 - set later
+            holds=lambda state: self._held.get(state.partition) is state,
         )  # fmt: skip
         self.starter = Starter(  # its ``admin`` is set once ``launch`` has made one
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
@@ -195,12 +196,9 @@ class Fetcher:
             return
         try:
             if commit and state.committed != state.confirmed:
-                self._gate.call(lambda: self.commits.commit([state]))
-        finally:
-            with self._lock:
-                if self._held.pop(partition, None) is state:
-                    self.shelf.drop(state)
-            self._gate.call(lambda: _unassign(self._consumer, partition))
+                self._gate.call(lambda: self.commits.commit_held([state]))
+        finally:  # under the client lock: see Committer.commit_held
+            self._gate.call(lambda: self.starter.forget([state]))
 
     def offsets(self) -> list[Positions]:
         """Where every held partition stands."""
@@ -388,8 +386,3 @@ def _refresh_highs(
         with lock:
             if high >= 0:
                 state.high = int(high)
-
-
-def _unassign(consumer: Consumer, partition: TopicPartition) -> None:
-    with contextlib.suppress(KafkaException):  # it was never assigned, or already gone
-        consumer.incremental_unassign([kafka_tp(partition)])

@@ -28,6 +28,7 @@ handed out, on the same two cores and the same queue.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
 import time
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from client_balance._kafka import (
     AdminClient,
     Consumer,
+    KafkaException,
     SecondReader,
     kafka_tp,
     read_committed,
@@ -235,15 +237,19 @@ class Starter:
         return read
 
     def forget(self, states: Sequence[HeldPartition]) -> None:
-        """Stop fetching partitions fetched ahead, dropping what was fetched of them."""
-        if not states:
-            return
+        """Stop fetching partitions fetched ahead or released, dropping what was fetched of them.
+
+        A state no longer held was forgotten already, or its partition is held anew: the
+        client is left alone for it.
+        """
         with self._lock:
-            for state in states:
-                if self._held.get(state.partition) is state:
-                    del self._held[state.partition]
-                    self._shelf.drop(state)
-        self._consumer.incremental_unassign([kafka_tp(state.partition) for state in states])
+            gone = [state for state in states if self._held.get(state.partition) is state]
+            for state in gone:
+                del self._held[state.partition]
+                self._shelf.drop(state)
+        if gone:
+            with contextlib.suppress(KafkaException):  # never assigned, or already gone
+                self._consumer.incremental_unassign([kafka_tp(state.partition) for state in gone])
 
     def _adopt(
         self, wanted: Requests, choose_start: StartChooser

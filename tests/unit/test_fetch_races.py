@@ -207,3 +207,32 @@ def test_a_skip_stops_at_the_end_of_the_shortest_batch_rolled_back() -> None:
     assert redeliveries.skip_until(T0, 1) is None
     redeliveries.rolled_back(T0, 3, 9, "1:t:0")  # another offset: counted from one again
     assert redeliveries.skip_until(T0, 3) is None
+
+
+def test_a_sync_confirm_does_not_commit_a_partition_released_without_commit_meanwhile(
+    client: _Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit="sync": a release(commit=False) before the confirm's commit leaves Kafka alone."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10, commit="sync",
+    )  # fmt: skip
+    fetcher = Fetcher(settings)
+    committed: list[list[int]] = []
+
+    def commit(offsets: list[Any], asynchronous: bool) -> list[Any]:
+        committed.append([tp.offset for tp in offsets])
+        return offsets
+
+    monkeypatch.setattr(client, "commit", commit)
+    try:
+        _hold(fetcher)
+        batch = fetcher.take_batch(timeout_s=5.0)
+        assert not isinstance(batch, int)
+        _rewinds_after(fetcher, lambda: fetcher.release(T0, 0.0, commit=False))
+        settled = fetcher.settle(batch.partition, batch.token, consumed=True)
+        assert settled is not None
+        assert not settled.committed
+        assert committed == []
+        assert fetcher.held() == set()
+    finally:
+        fetcher.close(0.0)

@@ -101,3 +101,44 @@ def test_returns_from_a_fence_or_a_lapse_count_and_new_members_do_not() -> None:
     assert [arrivals.returned(live, known) for live, known in looks] == [
         [], [], [], ["C1", "C2"]
     ]  # fmt: skip
+
+
+def test_an_interval_commit_skips_a_partition_released_after_its_states_were_taken() -> None:
+    """A release without commit between taking the states and the commit: only t:1 commits."""
+    states = [
+        HeldPartition(TopicPartition("orders", n), None, confirmed=9, committed=3) for n in (0, 1)
+    ]
+    held = {state.partition: state for state in states}
+    consumer = _SlowConsumer()
+    commits = Committer(
+        consumer, "g", 0.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: list(held.values()),
+        holds=lambda state: held.get(state.partition) is state,
+    )  # fmt: skip
+
+    def released_first(run: Any) -> Any:
+        del held[states[0].partition]  # the topic re-created: released, nothing committed
+        return run()
+
+    commits.on_interval(released_first, _no_failure)
+    assert consumer.commits == [[9]]
+    assert [state.committed for state in states] == [3, 9]
+
+
+def test_a_sync_confirm_commit_skips_a_partition_released_before_the_client_lock() -> None:
+    """The confirm's commit finds its partition released meanwhile: nothing is committed."""
+    state = HeldPartition(TopicPartition("orders", 0), None, confirmed=9, committed=3)
+    held = {state.partition: state}
+    consumer = _SlowConsumer()
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        holds=lambda s: held.get(s.partition) is s,
+    )  # fmt: skip
+
+    def released_first(run: Any) -> Any:
+        held.clear()  # another member took the partition over
+        return run()
+
+    assert commits.commit_confirmed(state, released_first) is False
+    assert consumer.commits == []
+    assert state.committed == 3

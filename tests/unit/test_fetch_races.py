@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from client_balance import ClientBalanceSettings
-from client_balance.consumer import _fetch, _starts
+from client_balance.consumer import _commits, _fetch, _starts
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.keys import TopicPartition
@@ -234,5 +234,39 @@ def test_a_sync_confirm_does_not_commit_a_partition_released_without_commit_mean
         assert not settled.committed
         assert committed == []
         assert fetcher.held() == set()
+    finally:
+        fetcher.close(0.0)
+
+
+def test_commit_sync_also_recommits_an_unchanged_position_when_the_hour_is_up(
+    client: _Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit="sync": the fetch thread's hourly pass commits a position committed already."""
+    monkeypatch.setattr(_commits, "_RECOMMIT_EVERY_S", 0.0)  # the hour is up at every pass
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10, commit="sync",
+        commit_interval_s=0.01,
+    )  # fmt: skip
+    committed: list[list[int]] = []
+
+    def commit(offsets: list[Any], asynchronous: bool) -> list[Any]:
+        committed.append([tp.offset for tp in offsets])
+        return offsets
+
+    monkeypatch.setattr(client, "commit", commit)
+    fetcher = Fetcher(settings)
+    try:
+        _hold(fetcher)
+        batch = fetcher.take_batch(timeout_s=5.0)
+        assert not isinstance(batch, int)
+        settled = fetcher.settle(batch.partition, batch.token, consumed=True)
+        assert settled is not None
+        assert settled.committed
+        made = len(committed)
+        deadline = time.monotonic() + 10.0
+        while len(committed) < made + 2:  # no confirm since: only the hourly pass commits
+            assert time.monotonic() < deadline, "no re-commit of the unchanged position"
+            time.sleep(0.01)
+        assert committed[-1] == [10]
     finally:
         fetcher.close(0.0)

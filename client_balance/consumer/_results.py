@@ -100,7 +100,7 @@ class ConfirmResult:
     consumed: bool
     current: int
     committed: bool
-    """Whether ``current`` is already committed to the group (``commit="sync"``)."""
+    """Whether ``current`` is already committed to the group (in either commit mode)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,3 +270,33 @@ def test_commit_sync_also_recommits_an_unchanged_position_when_the_hour_is_up(
         assert committed[-1] == [10]
     finally:
         fetcher.close(0.0)
+
+
+def test_commit_interval_confirm_says_committed_only_of_a_position_committed_already(
+    client: _Client,
+) -> None:
+    """commit="interval": a confirm moving on says False, a rollback to a committed start True."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10,
+        commit="interval", commit_interval_s=3600.0,
+    )  # fmt: skip
+    fetcher = Fetcher(settings)
+    try:
+        _hold(fetcher)
+        fetcher.flush()  # the start, 0, is committed
+        seen = []
+        for consumed in (False, True, False):
+            batch = fetcher.take_batch(timeout_s=5.0)
+            assert not isinstance(batch, int)
+            settled = fetcher.settle(batch.partition, batch.token, consumed)
+            assert settled is not None
+            seen.append((settled.position, settled.committed))
+        assert seen == [(0, True), (10, False), (10, False)]
+        fetcher.flush()
+        batch = fetcher.take_batch(timeout_s=5.0)
+        assert not isinstance(batch, int)
+        settled = fetcher.settle(batch.partition, batch.token, consumed=False)
+        assert settled is not None
+        assert (settled.position, settled.committed) == (10, True)
+    finally:
+        fetcher.close(0.0)

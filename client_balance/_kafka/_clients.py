@@ -8,6 +8,7 @@ by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -16,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from client_balance._logging import ROOT_LOGGER
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings, KafkaValue
 
@@ -47,6 +49,16 @@ LIBRDKAFKA_DEFAULTS: Mapping[str, int] = {
     "fetch.queue.backoff.ms": 10,
 }
 """librdkafka settings the fetching consumer changes (docs/settings.md); ``kafka`` overrides."""
+
+KAFKA_LOGGER = logging.getLogger(f"{ROOT_LOGGER}.kafka")
+"""Where librdkafka's own log lines go (docs/logging.md), unless ``kafka`` names a ``logger``.
+
+Without one, librdkafka writes them to stderr from C, past the application's logging: a
+dead-letter producer or status writer cut off from its broker printed ``%3|...|FAIL|`` lines.
+confluent-kafka hands them over in the client's ``poll()``, ``flush()`` or ``consume()``, so
+only clients that make those calls get it: an admin client or a commit-only consumer that is
+never polled would keep every line queued for as long as it lives.
+"""
 
 
 def kafka_tp(partition: TopicPartition, offset: int | None = None) -> KafkaTopicPartition:
@@ -141,7 +153,8 @@ def fetch_client(
     # with sparse connections the queries where each partition starts, the first a member
     # makes, waited out librdkafka's hold-back of the connection after the bootstrap one.
     eager = {"enable.sparse.connections": False}
-    config = {**LIBRDKAFKA_DEFAULTS, **queue, **eager, **settings.consumer_config()}
+    config = {"logger": KAFKA_LOGGER, **LIBRDKAFKA_DEFAULTS, **queue, **eager}
+    config.update(settings.consumer_config())
     config["error_cb"] = _ours_first(on_error, config.get("error_cb"))
     if statistics is not None and settings.statistics_interval_ms:
         config["statistics.interval.ms"] = settings.statistics_interval_ms
@@ -168,6 +181,7 @@ def reader_client(config: KafkaConfig) -> Consumer:
     """
     return Consumer(
         {
+            "logger": KAFKA_LOGGER,
             "auto.offset.reset": "earliest",
             **config,
             "enable.auto.commit": False,
@@ -189,6 +203,7 @@ def producer_client(
     """
     return Producer(
         {
+            "logger": KAFKA_LOGGER,
             **(kafka or {}),
             **(overrides or {}),
             "bootstrap.servers": bootstrap_servers,

@@ -1,0 +1,90 @@
+"""librdkafka's own log lines of the SDK's producers go through ``logging``, not to stderr."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import pytest
+
+from client_balance import ClientBalanceSettings
+from client_balance.consumer._redelivery import Redeliveries
+from client_balance.errors import ClientBalanceError
+from client_balance.keys import TopicPartition
+from client_balance.membership._writer import StatusWriter
+
+UNREACHABLE = "127.0.0.1:9"  # the discard port: nothing listens, every connect fails at once
+LIBRDKAFKA_LINE = re.compile(r"%\d\|")
+
+
+class _Message:
+    def offset(self) -> int:
+        return 0
+
+    def headers(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return b"v"
+
+    def key(self) -> None:
+        return None
+
+
+def _kafka_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "client_balance.kafka"]
+
+
+def test_a_dead_letter_producer_cut_off_logs_through_logging_not_stderr(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The failing connects of a dead-letter write: records of client_balance.kafka, no %N|."""
+    caplog.set_level(logging.INFO, logger="client_balance.kafka")
+    settings = ClientBalanceSettings(
+        bootstrap_servers=UNREACHABLE, group_id="g", max_redeliveries=0,
+        redelivery_policy="dead-letter", dead_letter_topic="dead", request_timeout_s=2.0,
+    )  # fmt: skip
+    redeliveries = Redeliveries(settings)
+    try:
+        with pytest.raises(ClientBalanceError, match="no answer within 2 s"):
+            redeliveries.set_aside(TopicPartition("t", 0), "1:t:0", 0, 1, [_Message()])
+    finally:
+        redeliveries.close()
+    assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
+    records = _kafka_records(caplog)
+    assert records, "no librdkafka line reached logging"
+    assert any("rdkafka#producer" in r.getMessage() for r in records)
+
+
+def test_a_status_writer_cut_off_logs_through_logging_not_stderr(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A status write to an unreachable broker: its librdkafka lines are logging records."""
+    caplog.set_level(logging.INFO, logger="client_balance.kafka")
+    writer = StatusWriter(UNREACHABLE, "status", 0, kafka={}, timeout_s=2.0)
+    try:
+        with pytest.raises(ClientBalanceError):
+            writer.write([(b"k", b"v")])
+    finally:
+        writer.close()
+    assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
+    assert _kafka_records(caplog), "no librdkafka line reached logging"
+
+
+def test_a_logger_of_the_users_in_kafka_settings_gets_the_lines_instead(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kafka={"logger": ...}`` is kept: librdkafka's lines go to the application's logger."""
+    caplog.set_level(logging.INFO)
+    mine = logging.getLogger("my.kafka")
+    kafka: dict[str, Any] = {"logger": mine}  # what settings' admin_config() passes on
+    writer = StatusWriter(UNREACHABLE, "status", 0, kafka=kafka, timeout_s=2.0)
+    try:
+        with pytest.raises(ClientBalanceError):
+            writer.write([(b"k", b"v")])
+    finally:
+        writer.close()
+    assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
+    names = {r.name for r in caplog.records if "rdkafka#" in r.getMessage()}
+    assert names == {"my.kafka"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
@@ -71,9 +72,13 @@ class StatusWriter:
         self._lock = threading.Lock()
         self._closed = False
         # The topic's metadata now, while the topic is checked: the first write would wait for it.
-        self._warm = threading.Thread(target=self._producer.list_topics, args=(topic, timeout_s))
-        self._warm.daemon = True
+        self._warm = threading.Thread(target=self._warm_up, args=(topic, timeout_s), daemon=True)
         self._warm.start()
+
+    def _warm_up(self, topic: str, timeout_s: float) -> None:
+        # Best effort: a broker out of reach now is the first write's to report, with context.
+        with contextlib.suppress(KafkaException):
+            self._producer.list_topics(topic, timeout_s)
 
     def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
         """Write (key, value or None) records in order; (offset, broker ms) of each."""

@@ -8,10 +8,8 @@ the operator's way to do it now, for a group with no live member as well.
 
 from __future__ import annotations
 
-import time
-
 from client_balance._timing import check_seconds
-from client_balance.admin._view import read_group
+from client_balance.admin._read import read_group_at
 from client_balance.membership import StatusWriter, status_secret
 from client_balance.settings import ClientBalanceSettings
 
@@ -31,14 +29,15 @@ def reap_dead_members(
     """Tombstone the records of ``group``'s members dead ``older_than_s`` past their lease.
 
     ``older_than_s`` defaults to ``settings.reap_after_s``; 0 reaps every member whose lease
-    has run out. Returns the consumer ids reaped, sorted. Live members are never touched.
+    has run out. Returns the consumer ids reaped, sorted. Live members are never touched:
+    leases are judged by the broker's time, as members judge them, never this host's clock.
     """
     group = group or settings.group_id
     grace_s = settings.reap_after_s if older_than_s is None else older_than_s
     # Checked before the cluster is read: nan passed "< 0" and failed later in int().
     grace_s = check_seconds("older_than_s", grace_s, below_s=_MAX_AGE_S)
-    state, partition = read_group(settings, group, timeout_s)
-    now_ms = max(state.last_ms, int(time.time() * 1000))
+    # A host clock ahead of the broker's would tombstone live members' claims.
+    state, partition, now_ms = read_group_at(settings, group, timeout_s, broker_clock=True)
     dead = state.dead_records(now_ms, int(grace_s * 1000))
     if dead:
         writer = StatusWriter(

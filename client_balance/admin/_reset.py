@@ -26,14 +26,17 @@ def reset_offsets(
 
     Refuses while the group has live members, as Kafka's tool does (TubeMQ resets a live group
     through the Master; there is no Master here):
-    their next commit would undo the reset. ``topics`` default to those the members reported.
+    their next commit would undo the reset. Leases are judged by the broker's time, which a
+    record written to the status topic gives (Write on it is needed), never this host's clock.
+    ``topics`` default to those the members reported.
     Returns ``topic:partition`` -> the offset committed.
     """
     stamp = parse_reset_target(to)
     to = to.strip().lower()
     for topic in topics:  # before any request: a bad name is the caller's, not the cluster's
         check_topic_name(topic)
-    view = GroupView.load(settings, group, timeout_s=timeout_s)
+    # The broker's time, as members judge: a host clock ahead would pass live members as dead.
+    view = GroupView.load(settings, group, timeout_s=timeout_s, broker_clock=True)
     if view.live_members:
         ids = ", ".join(m.consumer_id for m in view.live_members)
         raise ConfigError(

@@ -5,8 +5,10 @@ members decide by), adds the group's committed offsets and the high watermarks f
 derives what operators ask: who holds what, how far behind each partition is, which partitions
 nobody holds, and what contradicts TubeMQ's rules (node ids twice, differing source counts).
 Members are live while their last record is within their lease of the newest record or of
-this host's clock, whichever is later: a group whose members all died would otherwise look
-alive forever.
+this host's clock, whichever is later (a group whose members all died would otherwise look
+alive forever); ``broker_clock=True`` takes the broker's time instead, as members do, for
+verdicts that act (``reset_offsets``): a host clock ahead of the broker's makes live members
+look dead.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from client_balance._kafka import partition_offsets
+from client_balance.admin._read import read_group, read_group_at
 from client_balance.keys import TopicPartition
 from client_balance.membership import (
     GroupState,
     StatusReader,
     ensure_status_topic,
     parse_key,
-    status_partition,
     status_secret,
 )
 from client_balance.settings import ClientBalanceSettings
@@ -49,7 +51,7 @@ class MemberView:
     live: bool
     fenced: bool
     last_seen_s: float
-    """Seconds since its last record (by the later of broker and local time)."""
+    """Seconds since its last record (by the view's ``clock``)."""
     holds: tuple[str, ...]
     """``topic:partition`` keys it holds by its claims."""
     lag: int | None
@@ -91,6 +93,10 @@ class GroupView:
     """The group's status records that were not applied: malformed, or (with
     ``status_secret``) without a valid signature or replayed. Not 0: someone writes records
     this version cannot read, a member has another secret, or a client forges records."""
+    clock: str = "local"
+    """What liveness and ``last_seen_s`` were judged by: ``broker`` (the broker's time, as
+    members judge) or ``local`` (the later of the newest record's time and this host's clock:
+    a host clock ahead of the broker's shows live members as dead)."""
 
     @property
     def live_members(self) -> tuple[MemberView, ...]:
@@ -117,16 +123,25 @@ class GroupView:
             "conflicts": list(self.conflicts),
             "skipped_records": self.skipped_records,
             "total_lag": self.total_lag,
+            "clock": self.clock,
         }
 
     @classmethod
     def load(
-        cls, settings: ClientBalanceSettings, group: str | None = None, *, timeout_s: float = 30.0
+        cls,
+        settings: ClientBalanceSettings,
+        group: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        broker_clock: bool = False,
     ) -> GroupView:
-        """Read ``group`` (default ``settings.group_id``) from the status topic and Kafka."""
+        """Read ``group`` (default ``settings.group_id``) from the status topic and Kafka.
+
+        ``broker_clock``: judge leases by the broker's time, read from a record this writes to
+        the status topic (so it needs Write there), instead of this host's clock.
+        """
         group = group or settings.group_id
-        state = _read_state(settings, group, timeout_s)
-        now_ms = max(state.last_ms, int(time.time() * 1000))
+        state, _, now_ms = read_group_at(settings, group, timeout_s, broker_clock=broker_clock)
         holders = state.live_holders(now_ms)
         members = []
         topics: set[str] = set()
@@ -177,39 +192,8 @@ class GroupView:
                 lags[partition.holder] = lags.get(partition.holder, 0) + partition.lag
         members = [replace(m, lag=lags.get(m.consumer_id)) for m in members]
         skipped = sum(state.skipped.values())
-        return cls(group, tuple(members), partitions, _conflicts(members), skipped)
-
-
-def _read_state(settings: ClientBalanceSettings, group: str, timeout_s: float) -> GroupState:
-    return read_group(settings, group, timeout_s)[0]
-
-
-def read_group(
-    settings: ClientBalanceSettings, group: str, timeout_s: float
-) -> tuple[GroupState, int]:
-    """The group's state read from the status topic once, and its status partition."""
-    kafka = settings.admin_config()
-    ensure_status_topic(
-        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
-        allow_single_replica=True,  # an operator must see a group whatever its topic is like
-        partitions=settings.status_topic_partitions,
-    )  # fmt: skip
-    partition = status_partition(group, settings.status_topic_partitions)
-    reader = StatusReader(
-        settings.bootstrap_servers,
-        settings.status_topic,
-        partition,
-        group,
-        kafka=kafka,
-        timeout_s=timeout_s,
-        follow=False,
-        secret=status_secret(settings),  # with it, the view shows what the members decide by
-    )
-    try:
-        reader.read_to_end(timeout_s)
-    finally:
-        reader.close()
-    return reader.state, partition
+        clock = "broker" if broker_clock else "local"
+        return cls(group, tuple(members), partitions, _conflicts(members), skipped, clock)
 
 
 def _partitions(

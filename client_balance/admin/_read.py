@@ -1,0 +1,101 @@
+"""Reading a group's records from the status topic once, and the time to judge them at.
+
+Members judge every lease by the broker's log-append time, never by a host's clock. The
+read-only view may use this host's clock (``status``: it decides nothing), but what acts on a
+verdict of death (``reap``, ``reset-offsets``) takes the broker's time: a host clock a minute
+fast would otherwise reap a live member's claims, or reset a live group's offsets.
+"""
+
+from __future__ import annotations
+
+import time
+
+from client_balance.errors import KafkaClientError
+from client_balance.membership import (
+    GroupState,
+    StatusReader,
+    StatusWriter,
+    ensure_status_topic,
+    status_partition,
+    status_secret,
+)
+from client_balance.settings import ClientBalanceSettings
+
+__all__ = ["CLOCK_PROBE_KEY", "broker_now_ms", "read_group", "read_group_at"]
+
+CLOCK_PROBE_KEY = b'["clock-probe"]'
+"""The key of the record whose broker time is "now". No member reads it as a record of its
+group (``parse_key`` names no kind ``clock-probe``), and it is a tombstone: compaction keeps at
+most one per partition, and drops that one ``delete.retention.ms`` after cleaning."""
+
+
+def broker_now_ms(settings: ClientBalanceSettings, partition: int, timeout_s: float) -> int:
+    """The broker's time now: the log-append time of a probe written to ``partition``.
+
+    Unsigned even with ``status_secret``: a signed reader rejects it without counting it as a
+    record of its group (its key names none), and so keeps no signature state for it.
+    """
+    writer = StatusWriter(
+        settings.bootstrap_servers, settings.status_topic, partition,
+        kafka=settings.admin_config(), timeout_s=timeout_s,
+    )  # fmt: skip
+    try:
+        [(_, stamp)] = writer.write([(CLOCK_PROBE_KEY, None)])
+    except KafkaClientError as error:
+        raise KafkaClientError(
+            f"could not take the broker's time from the status topic "
+            f"{settings.status_topic!r} (partition {partition}): {error}. Judging members dead "
+            "needs the broker's clock, which members judge by, not this host's: allow this "
+            "client to write the status topic",
+            kafka_code=error.kafka_code,
+            kafka_name=error.kafka_name,
+            retriable=error.retriable,
+        ) from error
+    finally:
+        writer.close()
+    return stamp
+
+
+def read_group(
+    settings: ClientBalanceSettings, group: str, timeout_s: float
+) -> tuple[GroupState, int]:
+    """The group's state read from the status topic once, and its status partition."""
+    state, partition, _ = read_group_at(settings, group, timeout_s, broker_clock=False)
+    return state, partition
+
+
+def read_group_at(
+    settings: ClientBalanceSettings, group: str, timeout_s: float, *, broker_clock: bool
+) -> tuple[GroupState, int, int]:
+    """:func:`read_group`, and the time (ms) to judge its leases at.
+
+    With ``broker_clock`` the broker's time of a probe written before the read's end, so that
+    every record written before it counts; else the later of the newest record's time and this
+    host's clock (a group whose members all died must not look alive forever).
+    """
+    kafka = settings.admin_config()
+    ensure_status_topic(
+        settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
+        allow_single_replica=True,  # an operator must see a group whatever its topic is like
+        partitions=settings.status_topic_partitions,
+    )  # fmt: skip
+    partition = status_partition(group, settings.status_topic_partitions)
+    reader = StatusReader(
+        settings.bootstrap_servers,
+        settings.status_topic,
+        partition,
+        group,
+        kafka=kafka,
+        timeout_s=timeout_s,
+        follow=False,
+        secret=status_secret(settings),  # with it, the view shows what the members decide by
+    )
+    try:
+        reader.read_to_end(timeout_s)
+        if not broker_clock:
+            return reader.state, partition, max(reader.state.last_ms, int(time.time() * 1000))
+        now_ms = broker_now_ms(settings, partition, timeout_s)
+        reader.read_to_end(timeout_s)  # up to the probe: a report just before it counts
+    finally:
+        reader.close()
+    return reader.state, partition, max(reader.state.last_ms, now_ms)

@@ -1,0 +1,129 @@
+"""The operator commands against a real broker: reap, reset-offsets and status of live groups."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from unittest import mock
+
+import pytest
+
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings
+from client_balance.admin import GroupView, reap_dead_members
+from client_balance.cli import main as cli_main
+from client_balance.errors import KafkaClientError
+
+_SECRET = "s3cret-s3cret-s3cret"  # noqa: S105 - a test's signing key
+
+
+@contextlib.contextmanager
+def _host_clock_ahead(seconds: float) -> Iterator[None]:
+    """The operator tools' view of this host's clock runs ``seconds`` ahead of the broker's."""
+    real = time.time
+    names = {name: getattr(time, name) for name in dir(time) if not name.startswith("_")}
+    fast = types.SimpleNamespace(**{**names, "time": lambda: real() + seconds})
+    with contextlib.ExitStack() as stack:
+        for name, module in list(sys.modules.items()):
+            if name.startswith(("client_balance.admin", "client_balance.cli")) and isinstance(
+                getattr(module, "time", None), types.ModuleType
+            ):
+                stack.enter_context(mock.patch.object(module, "time", fast))
+        yield
+
+
+def _holding_member(
+    make: Callable[..., ClientBalanceConsumer], topic: str
+) -> ClientBalanceConsumer:
+    member = make()
+    member.start([topic], source_count=1, node_id=0)
+    assert member.is_partitions_ready(20)
+    return member
+
+
+def test_reap_with_a_fast_host_clock_leaves_a_live_member(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Reap judges leases by the broker's time: a host clock 60 s fast reaps no live member."""
+    topic = new_topic(partitions=2)
+    member = _holding_member(make_member, topic)
+    group = member.settings.group_id
+    with _host_clock_ahead(60):
+        rc = cli_main(
+            [
+                "reap",
+                "--group",
+                group,
+                "--older-than-s",
+                "0",
+                "--bootstrap-servers",
+                kafka_bootstrap,
+            ]
+        )
+    assert (rc, capsys.readouterr().out) == (0, "")
+    settings = ClientBalanceSettings(bootstrap_servers=kafka_bootstrap, group_id=group)
+    view = GroupView.load(settings, group, broker_clock=True)
+    assert [m.consumer_id for m in view.live_members] == [member.consumer_id]
+    assert all(p.holder == member.consumer_id for p in view.partitions)
+
+
+def test_reset_offsets_with_a_fast_host_clock_refuses_a_live_group(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Reset-offsets judges leases by the broker's time: a host clock 60 s fast still refuses."""
+    topic = new_topic(partitions=1)
+    member = _holding_member(make_member, topic)
+    group = member.settings.group_id
+    argv = ["reset-offsets", "--group", group, "--to", "earliest"]
+    with _host_clock_ahead(60):
+        rc = cli_main([*argv, "--bootstrap-servers", kafka_bootstrap])
+    captured = capsys.readouterr()
+    assert (rc, captured.out) == (1, "")
+    assert "has live members" in captured.err
+
+
+def test_the_clock_probe_is_no_record_of_a_signed_group(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """With status_secret, reap's time probe leaves live members and counts as no skipped record."""
+    topic = new_topic(partitions=1)
+    member = _holding_member(lambda: make_member(status_secret=_SECRET), topic)
+    group = member.settings.group_id
+    settings = ClientBalanceSettings(
+        bootstrap_servers=kafka_bootstrap, group_id=group, status_secret=_SECRET
+    )
+    with _host_clock_ahead(60):
+        assert reap_dead_members(settings, group, older_than_s=0) == []
+    view = GroupView.load(settings, group, broker_clock=True)
+    assert [m.consumer_id for m in view.live_members] == [member.consumer_id]
+    assert (view.skipped_records, view.clock) == (0, "broker")
+
+
+def test_reap_without_the_brokers_time_fails_naming_why(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """A probe the broker refuses (no Write ACL) fails reap: never this host's clock instead."""
+    topic = new_topic(partitions=1)
+    member = _holding_member(make_member, topic)
+    refused = KafkaClientError(
+        "Write refused: TOPIC_AUTHORIZATION_FAILED", kafka_code=29,
+        kafka_name="TOPIC_AUTHORIZATION_FAILED",
+    )  # fmt: skip
+    settings = member.settings
+    with (
+        mock.patch("client_balance.membership.StatusWriter.write", side_effect=refused),
+        pytest.raises(KafkaClientError, match=r"broker's time.*TOPIC_AUTHORIZATION_FAILED"),
+    ):
+        reap_dead_members(settings, settings.group_id, older_than_s=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from client_balance.errors import KafkaClientError
+from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.membership import (
     GroupState,
     StatusReader,
@@ -59,7 +59,13 @@ def broker_now_ms(settings: ClientBalanceSettings, partition: int, timeout_s: fl
 def read_group(
     settings: ClientBalanceSettings, group: str, timeout_s: float
 ) -> tuple[GroupState, int]:
-    """The group's state read from the status topic once, and its status partition."""
+    """The group's state read from the status topic once, and its status partition.
+
+    The partition is ``crc32(group) % settings.status_topic_partitions``, unless the topic has
+    more partitions and the group's records are on another ``crc32(group) % n``: members with
+    another setting put them there. Records on several of them raise :class:`ConfigError`,
+    unless the setting was given and names one of them.
+    """
     state, partition, _ = read_group_at(settings, group, timeout_s, broker_clock=False)
     return state, partition
 
@@ -74,28 +80,61 @@ def read_group_at(
     host's clock (a group whose members all died must not look alive forever).
     """
     kafka = settings.admin_config()
-    ensure_status_topic(
+    count = ensure_status_topic(
         settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
         allow_single_replica=True,  # an operator must see a group whatever its topic is like
         partitions=settings.status_topic_partitions,
     )  # fmt: skip
-    partition = status_partition(group, settings.status_topic_partitions)
-    reader = StatusReader(
-        settings.bootstrap_servers,
-        settings.status_topic,
-        partition,
-        group,
-        kafka=kafka,
-        timeout_s=timeout_s,
-        follow=False,
-        secret=status_secret(settings),  # with it, the view shows what the members decide by
-    )
+    secret = status_secret(settings)  # with it, the view shows what the members decide by
+    readers: dict[int, StatusReader] = {}
     try:
-        reader.read_to_end(timeout_s)
+        for candidate in _candidates(settings, group, count):
+            readers[candidate] = StatusReader(
+                settings.bootstrap_servers, settings.status_topic, candidate, group,
+                kafka=kafka, timeout_s=timeout_s, follow=False, secret=secret,
+            )  # fmt: skip
+            readers[candidate].read_to_end(timeout_s)
+        states = {partition: reader.state for partition, reader in readers.items()}
+        partition = _group_partition(settings, group, count, states)
+        reader = readers[partition]
         if not broker_clock:
             return reader.state, partition, max(reader.state.last_ms, int(time.time() * 1000))
         now_ms = broker_now_ms(settings, partition, timeout_s)
         reader.read_to_end(timeout_s)  # up to the probe: a report just before it counts
     finally:
-        reader.close()
+        for each in readers.values():
+            each.close()
     return reader.state, partition, max(reader.state.last_ms, now_ms)
+
+
+def _candidates(settings: ClientBalanceSettings, group: str, count: int) -> list[int]:
+    """The partitions ``group`` may be on: the setting's first, then ``crc32 % n`` for n <= count.
+
+    The setting's default (1) is rarely the members' on a topic of several partitions, and a
+    view of the wrong partition shows a live group as having no members at all.
+    """
+    chosen = status_partition(group, settings.status_topic_partitions)
+    if count <= settings.status_topic_partitions:
+        return [chosen]
+    others = {status_partition(group, n) for n in range(1, count + 1)} - {chosen}
+    return [chosen, *sorted(others)]
+
+
+def _group_partition(
+    settings: ClientBalanceSettings, group: str, count: int, states: dict[int, GroupState]
+) -> int:
+    """The partition holding ``group``'s records, or the setting's when none or it was given."""
+    chosen = status_partition(group, settings.status_topic_partitions)
+    found = [p for p, state in states.items() if state.members or state.holders]
+    if len(found) == 1:
+        return found[0]
+    if not found or (
+        chosen in found and "status_topic_partitions" in settings.model_fields_set
+    ):  # named: e.g. to reap what members left behind before the setting changed
+        return chosen
+    raise ConfigError(
+        f"group {group!r} has records in partitions {found} of the status topic "
+        f"{settings.status_topic!r} ({count} partitions): its members used different "
+        "status_topic_partitions. Give the one to act on (status_topic_partitions, "
+        "--status-topic-partitions N: the group's partition is crc32(group) % N)"
+    )

@@ -62,6 +62,21 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
 
 
+_MAX_STATUS_PARTITIONS: Final = 10_000
+"""The setting status_topic_partitions' own bound."""
+
+
+def _status_partitions(text: str) -> int:
+    """--status-topic-partitions: the members' status_topic_partitions, 1 to 10,000."""
+    count = int(text) if text.isascii() and text.isdecimal() else 0
+    if not 1 <= count <= _MAX_STATUS_PARTITIONS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; use a whole number from 1 to {_MAX_STATUS_PARTITIONS:,} "
+            "(the members' status_topic_partitions)"
+        )
+    return count
+
+
 def _reset_target(text: str) -> str:
     """--to: earliest, latest or ms since the epoch; never a negative number (Kafka's sentinels)."""
     try:
@@ -75,7 +90,10 @@ def _reset_target(text: str) -> str:
 
 
 def add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap-servers`` and ``--status-topic``, which :func:`cluster_settings` reads."""
+    """``--bootstrap-servers``, ``--status-topic`` and ``--status-topic-partitions``.
+
+    :func:`cluster_settings` reads them.
+    """
     parser.add_argument(
         "--bootstrap-servers",
         default=None,
@@ -83,6 +101,11 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
         "started with 'client-balance broker start')",
     )
     parser.add_argument("--status-topic", default=None, help="status topic, if not default")
+    parser.add_argument(
+        "--status-topic-partitions", type=_status_partitions, default=None, metavar="N",
+        help="the members' status_topic_partitions (default: found from where the group's "
+        "records are)",
+    )  # fmt: skip
 
 
 def add_watch_option(parser: argparse.ArgumentParser) -> None:
@@ -144,6 +167,10 @@ def cluster_settings(args: argparse.Namespace, group: str) -> ClientBalanceSetti
     values: dict[str, Any] = {"bootstrap_servers": servers, "group_id": group}
     if args.status_topic:
         values["status_topic"] = args.status_topic
+    # getattr: callers that build their own Namespace (the exporter's tests) predate the flag.
+    partitions = getattr(args, "status_topic_partitions", None)
+    if partitions is not None:  # given, it decides between partitions
+        values["status_topic_partitions"] = partitions
     return ClientBalanceSettings(**values)
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 import types
+import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from unittest import mock
 
@@ -15,6 +18,7 @@ from client_balance import ClientBalanceConsumer, ClientBalanceSettings
 from client_balance.admin import GroupView, reap_dead_members
 from client_balance.cli import main as cli_main
 from client_balance.errors import KafkaClientError
+from client_balance.membership import MemberReport, StatusWriter, member_key
 
 _SECRET = "s3cret-s3cret-s3cret"  # noqa: S105 - a test's signing key
 
@@ -127,3 +131,70 @@ def test_reap_without_the_brokers_time_fails_naming_why(
         pytest.raises(KafkaClientError, match=r"broker's time.*TOPIC_AUTHORIZATION_FAILED"),
     ):
         reap_dead_members(settings, settings.group_id, older_than_s=0)
+
+
+def _group_off_partition_0(prefix: str) -> str:
+    """A group that 4 status partitions put on another partition than 1 does."""
+    return next(
+        group
+        for group in (f"{prefix}-{uuid.uuid4().hex[:8]}" for _ in range(100))
+        if zlib.crc32(group.encode()) % 4 != 0
+    )
+
+
+def _member_on_4_status_partitions(
+    make: Callable[..., ClientBalanceConsumer], new_topic: Callable[..., str], prefix: str
+) -> ClientBalanceConsumer:
+    member = make(
+        group_id=_group_off_partition_0(prefix),
+        status_topic=f"status-sp4-{uuid.uuid4().hex[:8]}",
+        status_topic_partitions=4,
+    )
+    member.start([new_topic(partitions=1)], source_count=1, node_id=0)
+    assert member.is_partitions_ready(20)
+    return member
+
+
+def test_reset_offsets_finds_a_group_on_another_status_partition(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Members on status_topic_partitions=4 are seen by status and refuse reset-offsets."""
+    member = _member_on_4_status_partitions(make_member, new_topic, "sp")
+    group, status_topic = member.settings.group_id, member.settings.status_topic
+    common = ["--group", group, "--bootstrap-servers", kafka_bootstrap]
+    common += ["--status-topic", status_topic]
+    assert cli_main(["status", "--json", *common]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["consumer_id"] for m in shown["members"] if m["live"]] == [member.consumer_id]
+    assert cli_main(["reset-offsets", "--to", "earliest", *common]) == 1
+    captured = capsys.readouterr()
+    assert (captured.out, "has live members" in captured.err) == ("", True)
+
+
+def test_a_group_on_two_status_partitions_needs_the_setting_named(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Records on two candidate partitions: an error naming the flag, until it is given."""
+    member = _member_on_4_status_partitions(make_member, new_topic, "sp2")
+    group, status_topic = member.settings.group_id, member.settings.status_topic
+    ghost = MemberReport(
+        consumer_id="ghost", host="gone", pid=1, node_id=-1, source_count=-1, topics=("t",),
+        strategy="modulo", version="test", lease_timeout_s=1.0, mode="manual",
+    )  # fmt: skip
+    writer = StatusWriter(kafka_bootstrap, status_topic, 0, kafka={}, timeout_s=10)
+    writer.write([(member_key(group, "ghost"), ghost.encode())])  # left by a member on 1
+    writer.close()
+    common = ["--group", group, "--bootstrap-servers", kafka_bootstrap]
+    common += ["--status-topic", status_topic, "--json"]
+    assert cli_main(["status", *common]) == 1
+    assert "--status-topic-partitions" in capsys.readouterr().err
+    for count, expected in (("1", "ghost"), ("4", member.consumer_id)):
+        assert cli_main(["status", *common, "--status-topic-partitions", count]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert [m["consumer_id"] for m in shown["members"]] == [expected]

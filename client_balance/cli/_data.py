@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -176,15 +175,6 @@ def _escaped(raw: bytes) -> str:
     return repr(raw)[2:-1]
 
 
-def _visible(text: str) -> str:
-    # A control character (ESC above all) must not reach the terminal as one.
-    if text.isprintable():
-        return text
-    return "".join(
-        repr(char)[1:-1] if unicodedata.category(char) in ("Cc", "Cf") else char for char in text
-    )
-
-
 def decode(raw: bytes | None, deserializer: str) -> tuple[str, bool]:
     """How ``tail`` shows ``raw``, and whether it decoded (if not, its bytes are escaped).
 
@@ -197,8 +187,10 @@ def decode(raw: bytes | None, deserializer: str) -> tuple[str, bool]:
     try:
         if deserializer == "json":
             parsed = json.loads(raw)
-            return _visible(json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))), True
-        return _visible(raw.decode("utf-8")), True
+            return _render.visible(
+                json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
+            ), True
+        return _render.visible(raw.decode("utf-8")), True
     except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _escaped(raw), False
 

@@ -1,7 +1,9 @@
 """What ``client-balance`` shows, and the one place it is drawn: rich, on stdout.
 
 Every table of the command is :func:`table`. Every line the command writes to stdout goes through
-:func:`show` or :func:`out`; messages for the user go to stderr through :func:`say`. When stdout
+:func:`show` or :func:`out`; messages for the user go to stderr through :func:`say`. All of them
+escape control characters (:func:`visible`): hosts, ids and versions come from status records
+that any client may write, and an ESC among them would drive the operator's terminal. When stdout
 is not a terminal (a pipe, a file, a test's capture) the output is plain text: no colour codes,
 and no line wrapped, so that it can be grepped, diffed and pasted into documents.
 """
@@ -24,6 +26,8 @@ from rich.table import Table
 from rich.text import Text
 
 from client_balance import admin
+from client_balance.cli._escape import lines as _lines
+from client_balance.cli._escape import visible
 from client_balance.keys import TopicPartition
 from client_balance.strategies.simulation import (
     MembershipChange,
@@ -49,6 +53,7 @@ __all__ = [
     "simulation_rounds",
     "stack",
     "table",
+    "visible",
     "watch",
 ]
 
@@ -93,7 +98,7 @@ def _console(stream: IO[str]) -> Console:
 
 def _plain(renderable: Renderable) -> RenderableType:
     # A str is shown as written: rich would read "[red]" in a member id as markup.
-    return Text(renderable) if isinstance(renderable, str) else renderable
+    return Text(_lines(renderable)) if isinstance(renderable, str) else renderable
 
 
 def show(*renderables: Renderable) -> None:
@@ -102,19 +107,19 @@ def show(*renderables: Renderable) -> None:
     console = _console(sys.stdout)
     for renderable in renderables:
         if isinstance(renderable, str):
-            console.out(renderable, highlight=False)
+            console.out(_lines(renderable), highlight=False)
         else:
             console.print(renderable)
 
 
 def out(text: str) -> None:
-    """Print ``text`` to stdout exactly as it is (JSON, an address): never wrapped or cropped."""
+    """Print ``text`` to stdout as it is (JSON, an address), never wrapped or cropped."""
     show(text)
 
 
 def say(message: str) -> None:
     """Tell the user something on stderr, apart from the command's output."""
-    print(message, file=sys.stderr)
+    print(_lines(message), file=sys.stderr)
 
 
 def watch(frame: Callable[[], Renderable], every_s: float) -> NoReturn:
@@ -164,13 +169,14 @@ def table(
     """THE table of the command: a header and rows of text, columns two spaces apart.
 
     Columns from index ``right_from`` on are right-aligned (numbers); the others left-aligned.
+    Every cell is :func:`visible`: its text may come from any client's status record.
     """
     drawn = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
     for index, title in enumerate(header):
         numeric = right_from is not None and index >= right_from
-        drawn.add_column(title, justify="right" if numeric else "left", overflow="fold")
+        drawn.add_column(visible(title), justify="right" if numeric else "left", overflow="fold")
     for row in rows:
-        drawn.add_row(*row)
+        drawn.add_row(*map(visible, row))
     return _Trimmed(drawn)
 
 
@@ -181,7 +187,7 @@ def stack(*parts: Renderable) -> RenderableType:
 
 def _text(*lines: str) -> list[RenderableType]:
     # Text, not str: a member id or a topic like "[red]" must show as written, never as markup.
-    return [Text(line) for line in lines]
+    return [Text(visible(line)) for line in lines]
 
 
 # --- status ----------------------------------------------------------------------------------

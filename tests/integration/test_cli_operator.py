@@ -20,6 +20,7 @@ from client_balance.cli import main as cli_main
 from client_balance.errors import KafkaClientError
 from client_balance.membership import MemberReport, StatusWriter, member_key
 
+STATUS_TOPIC = "__client_balance_status"
 _SECRET = "s3cret-s3cret-s3cret"  # noqa: S105 - a test's signing key
 
 
@@ -198,3 +199,25 @@ def test_a_group_on_two_status_partitions_needs_the_setting_named(
         assert cli_main(["status", *common, "--status-topic-partitions", count]) == 0
         shown = json.loads(capsys.readouterr().out)
         assert [m["consumer_id"] for m in shown["members"]] == [expected]
+
+
+def test_no_escape_from_a_forged_status_record_reaches_stdout(
+    kafka_bootstrap: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report whose host, version and id carry terminal sequences shows them escaped."""
+    evil = "\x1b]2;owned\x1b\\\x1b[2J\x1b[H"
+    group, forger = f"esc-{uuid.uuid4().hex[:8]}", "c" + evil
+    common = ["--group", group, "--bootstrap-servers", kafka_bootstrap]
+    assert cli_main(["status", *common]) == 0  # makes the status topic
+    report = MemberReport(
+        consumer_id=forger, host="h" + evil, pid=1, node_id=0, source_count=1, topics=("t",),
+        strategy="modulo" + evil, version="1" + evil, lease_timeout_s=30.0,
+    )  # fmt: skip
+    writer = StatusWriter(kafka_bootstrap, STATUS_TOPIC, 0, kafka={}, timeout_s=10)
+    writer.write([(member_key(group, forger), report.encode())])
+    writer.close()
+    capsys.readouterr()
+    assert cli_main(["status", *common]) == 0
+    assert cli_main(["groups", "--bootstrap-servers", kafka_bootstrap]) == 0
+    out = capsys.readouterr().out
+    assert ("\x1b" in out, "h\\x1b]2;owned" in out) == (False, True)

@@ -1,0 +1,64 @@
+"""The operator commands' output and exit codes, without a cluster (the admin calls stubbed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from client_balance import admin
+from client_balance.cli import main
+from client_balance.errors import ConfigError
+
+EVIL = "\x1b]2;owned\x1b\\\x1b[2J\x1b[H\x9b31m"
+"""Terminal sequences (a title, a clear screen, a C1 CSI) a forged status record may carry."""
+CLUSTER = ["--bootstrap-servers", "127.0.0.1:1"]
+
+
+def _evil_view() -> admin.GroupView:
+    member = admin.MemberView(
+        consumer_id="c" + EVIL, host="h" + EVIL, pid=1, node_id=0, source_count=1,
+        mode="node" + EVIL, topics=("t",), strategy="s" + EVIL, version="v" + EVIL, live=True,
+        fenced=False, last_seen_s=0.5, holds=("t:0",), lag=1,
+    )  # fmt: skip
+    return admin.GroupView(
+        "g" + EVIL,
+        (member,),
+        (admin.PartitionView("t", 0, member.consumer_id, 1, 2),),
+        conflicts=(f"node_id 0 is held by 2 live members: c{EVIL}, d{EVIL}",),
+    )
+
+
+def _no_control(text: str) -> None:
+    assert not any(char in text for char in "\x1b\x9b\x07"), repr(text)
+
+
+def test_status_shows_record_text_with_its_control_characters_escaped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ESC from a record's host, version, mode, id or a conflict reaches stdout in status."""
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(lambda *_, **__: _evil_view()))
+    assert main(["status", "--group", "g", *CLUSTER]) == 0
+    out = capsys.readouterr().out
+    _no_control(out)
+    assert "h\\x1b]2;owned" in out
+
+
+def test_groups_reap_and_errors_escape_what_records_carry(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Group names, reaped ids and an error naming live members reach no terminal raw."""
+    monkeypatch.setattr(admin, "list_groups", lambda *_, **__: {"g" + EVIL: 1})
+    monkeypatch.setattr(admin, "reap_dead_members", lambda *_, **__: ["c" + EVIL])
+
+    def refuse(*_: Any, **__: Any) -> dict[str, int]:
+        raise ConfigError(f"group 'g' has live members (c{EVIL}); stop them first")
+
+    monkeypatch.setattr(admin, "reset_offsets", refuse)
+    assert main(["groups", *CLUSTER]) == 0
+    assert main(["reap", "--group", "g", *CLUSTER]) == 0
+    assert main(["reset-offsets", "--group", "g", "--to", "earliest", *CLUSTER]) == 1
+    captured = capsys.readouterr()
+    _no_control(captured.out)
+    _no_control(captured.err)
+    assert "c\\x1b]2;owned" in captured.err

@@ -1,6 +1,7 @@
 """The ``client-balance`` command itself, behind ``client_balance.cli`` (which checks for rich).
 
-``main(argv) -> int`` does the work and returns the exit code (0 success, 1 failure, 2 usage).
+``main(argv) -> int`` does the work and returns the exit code (0 success, 1 failure, 2 usage,
+130 a one-shot command interrupted by Ctrl-C).
 One module per command group (``_broker``, ``_simulate``, ``_groups``, ``_data``,
 ``_exporter``) adds its parsers and handlers; everything they show goes through ``_render``.
 Only this package sets up logging output: the library itself never does.
@@ -63,6 +64,15 @@ def _refuse_double_dash_values(parser: argparse.ArgumentParser, argv: Sequence[s
             parser.error(f"argument {option}: '--' is not a value; give one after {option}=")
 
 
+def _runs_until_interrupted(args: argparse.Namespace) -> bool:
+    """Whether Ctrl-C is how the command is meant to end (then it exits 0)."""
+    return (
+        args.command == "exporter"
+        or getattr(args, "watch", None) is not None
+        or (args.command == "tail" and args.start.kind == "latest")
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
@@ -84,5 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClientBalanceError as error:  # may carry a log's tail: shown as it is
         _render.say(f"error: {error}")
         return _render.EXIT_FAILED
-    except KeyboardInterrupt:  # --watch and the exporter run until Ctrl-C
-        return _render.EXIT_OK
+    except KeyboardInterrupt:
+        if _runs_until_interrupted(args):
+            return _render.EXIT_OK
+        # A one-shot command cut short may have done part of its work (some offsets reset, some
+        # tombstones written): a script must not read that as success.
+        _render.say("interrupted")
+        return _render.EXIT_INTERRUPTED

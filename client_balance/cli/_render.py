@@ -39,6 +39,7 @@ from client_balance.strategies.simulation import (
 
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "MOVED_MARK",
@@ -63,6 +64,8 @@ Renderable: TypeAlias = RenderableType
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+"""A one-shot command stopped by Ctrl-C: 128 + SIGINT, as a shell reports it."""
 
 MOVED_MARK: Final = "*"
 """Suffix of a partition whose owner changed since the previous round."""

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from client_balance import admin
-from client_balance.cli import main
+from client_balance import _kafka, admin
+from client_balance.cli import _data, _exporter, main
 from client_balance.errors import ConfigError
 
 EVIL = "\x1b]2;owned\x1b\\\x1b[2J\x1b[H\x9b31m"
@@ -62,3 +62,42 @@ def test_groups_reap_and_errors_escape_what_records_carry(
     _no_control(captured.out)
     _no_control(captured.err)
     assert "c\\x1b]2;owned" in captured.err
+
+
+def _interrupted(*_: Any, **__: Any) -> Any:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("argv", "stub"),
+    [
+        (["reset-offsets", "--group", "g", "--to", "earliest"], "reset_offsets"),
+        (["reap", "--group", "g"], "reap_dead_members"),
+        (["groups"], "list_groups"),
+    ],
+)
+def test_ctrl_c_in_a_one_shot_command_exits_130(
+    argv: list[str],
+    stub: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C during reset-offsets, reap or groups says interrupted and exits 130, not 0."""
+    monkeypatch.setattr(admin, stub, _interrupted)
+    assert main([*argv, *CLUSTER]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_ctrl_c_ends_the_run_until_interrupted_modes_with_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C is how status --watch, tail --from latest and the exporter end: exit 0, silently."""
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(_interrupted))
+    monkeypatch.setattr(_kafka, "follow", _interrupted)
+    monkeypatch.setattr(_data, "_bounds", lambda _: ({}, {}))
+    monkeypatch.setattr(_exporter, "serve_group", _interrupted)
+    assert main(["status", "--group", "g", "--watch", "1", *CLUSTER]) == 0
+    assert main(["tail", "--topic", "t", "--from", "latest", *CLUSTER]) == 0
+    assert main(["exporter", "--group", "g", "--port", "0", *CLUSTER]) == 0
+    assert main(["status", "--group", "g", *CLUSTER]) == 130  # one view: cut short
+    assert capsys.readouterr().err.strip() == "interrupted"

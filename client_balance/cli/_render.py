@@ -28,6 +28,7 @@ from rich.text import Text
 from client_balance import admin
 from client_balance.cli._escape import lines as _lines
 from client_balance.cli._escape import visible
+from client_balance.errors import ClientBalanceError, ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.strategies.simulation import (
     MembershipChange,
@@ -129,11 +130,20 @@ def watch(frame: Callable[[], Renderable], every_s: float) -> NoReturn:
     """Show ``frame()`` every ``every_s`` seconds, under the time it was taken, until Ctrl-C.
 
     On a terminal the view is redrawn in place; a pipe or a file gets each view after the last.
+    A refresh that fails shows its error in place of the view, and the next one tries again: a
+    leader election or a broker restart must not end the watch. A :class:`ConfigError` (a bad
+    argument or setting, which no refresh mends) ends it.
     """
     console = _console(sys.stdout)
 
     def stamped() -> Group:
-        return Group(Text(time.strftime("%H:%M:%S")), _plain(frame()))
+        try:
+            shown = frame()
+        except ConfigError:
+            raise
+        except ClientBalanceError as error:
+            shown = f"error: {error}"
+        return Group(Text(time.strftime("%H:%M:%S")), _plain(shown))
 
     if not console.is_terminal:
         while True:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from typing import Any
 
 import pytest
 
 from client_balance import _kafka, admin
 from client_balance.cli import _data, _exporter, main
-from client_balance.errors import ConfigError
+from client_balance.errors import ConfigError, KafkaClientError
 
 EVIL = "\x1b]2;owned\x1b\\\x1b[2J\x1b[H\x9b31m"
 """Terminal sequences (a title, a clear screen, a C1 CSI) a forged status record may carry."""
@@ -101,3 +104,34 @@ def test_ctrl_c_ends_the_run_until_interrupted_modes_with_0(
     assert main(["exporter", "--group", "g", "--port", "0", *CLUSTER]) == 0
     assert main(["status", "--group", "g", *CLUSTER]) == 130  # one view: cut short
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_a_failed_refresh_shows_its_error_and_the_watch_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Status --watch shows a failed refresh's error, stamped, refreshes again, and exits 0."""
+    loads = iter([_evil_view, _transient, _evil_view])
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(lambda *_, **__: next(loads)()))
+    naps: list[float] = []
+    real_sleep, this_thread = time.sleep, threading.current_thread()
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() is not this_thread:
+            real_sleep(seconds)
+            return
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    assert main(["status", "--group", "g", "--watch", "0.5", *CLUSTER]) == 0
+    _, *views = re.split(r"^\d\d:\d\d:\d\d$", capsys.readouterr().out, flags=re.MULTILINE)
+    assert naps == [0.5] * 3
+    assert [view.count("live member(s)") for view in views] == [1, 0, 1]
+    assert views[1].strip() == "error: reading offsets failed: _TRANSPORT"
+
+
+def _transient() -> admin.GroupView:
+    raise KafkaClientError(
+        "reading offsets failed: _TRANSPORT", kafka_code=-195, kafka_name="_TRANSPORT"
+    )

@@ -29,6 +29,7 @@ from client_balance.membership import (
     StatusWriter,
     claim_key,
     member_key,
+    parse_key,
     status_partition,
 )
 from tests.integration.workers import produce, wait_until
@@ -65,7 +66,8 @@ def signed_records(bootstrap: str, group: str) -> list[RawRecord]:
             assert message is not None, "the status topic did not reach its end"
             assert message.error() is None, message.error()
             key = message.key()
-            if key is not None and json.loads(key)[1] == group:
+            parsed = parse_key(key)  # the topic also holds other groups' and operators' records
+            if key is not None and parsed is not None and parsed[1] == group:
                 headers = message.headers()
                 pairs = list(headers.items()) if isinstance(headers, dict) else headers
                 found.append((key, message.value(), pairs))

@@ -51,11 +51,14 @@ Bounds = Mapping[TopicPartition, tuple[int, int, int | None]]
 """Partition -> (low watermark, high watermark, the group's committed offset or None)."""
 
 
-def partition_offsets(options: SourceOptions) -> Bounds:
+def partition_offsets(options: SourceOptions, *, skip_missing: bool = False) -> Bounds:
     """(low, high, committed) of every partition the options read, as Kafka answers now.
 
     A pattern is matched against the cluster's topics on every call, so a streaming query
-    finds the topics created since its last micro-batch.
+    finds the topics created since its last micro-batch. A topic or partition that ``topics``
+    or ``assign`` names and the cluster lacks is a ``ConfigError``, unless ``skip_missing``:
+    a stream past its start leaves it out, and the planner counts what it had read of it as
+    data loss (``stream_bases``), as for a pattern.
     """
     servers, kafka = options.bootstrap_servers, options.kafka
     group = options.group_id or READER_GROUP
@@ -69,20 +72,23 @@ def partition_offsets(options: SourceOptions) -> Bounds:
             matching=_matcher(options.subscribe_pattern),
         )
     if options.assign is None:
-        return admin.partition_offsets(servers, group, list(options.topics), kafka=kafka)
+        topics = list(options.topics)
+        return admin.partition_offsets(
+            servers, group, topics, kafka=kafka, skip_missing=skip_missing
+        )
     topics = sorted({tp.topic for tp in options.assign})
     found = admin.partition_offsets(servers, group, topics, kafka=kafka, skip_missing=True)
     # ConfigError, not PartitionNotFoundError: the option is wrong, as for a missing topic
     # (PartitionNotFoundError is a consumer call's answer about one partition key).
     missing = [tp for tp in options.assign if tp not in found]
-    if missing:
+    if missing and not skip_missing:
         shown = ", ".join(map(str, missing[:_SHOWN]))
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
         raise ConfigError(
             f"assign names partitions the cluster does not have: {shown}{more}; use partitions "
             "of existing topics"
         )
-    return {tp: found[tp] for tp in options.assign}
+    return {tp: found[tp] for tp in options.assign if tp in found}
 
 
 def existing_offsets(options: SourceOptions, partitions: Iterable[TopicPartition]) -> Bounds:

@@ -158,8 +158,9 @@ class _StreamReader(DataSourceStreamReader):
         self._initial: dict[str, dict[str, int]] | None = None
         """This process's answer to ``initialOffset()``: Spark asks twice and must hear one."""
 
-    def _offsets(self) -> Bounds:
-        return partition_offsets(self._options)
+    def _offsets(self, *, started: bool = False) -> Bounds:
+        # Once the stream has read a topic, its deletion is data loss, not a wrong option.
+        return partition_offsets(self._options, skip_missing=started)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
         """Where a query without a checkpoint starts: ``startingOffsets`` or a timestamp.
@@ -190,7 +191,7 @@ class _StreamReader(DataSourceStreamReader):
         with nothing new, ``start`` comes back as it is, so that Spark sees no new data.
         """
         first = parse_offset_json(start or {})
-        found = self._offsets()
+        found = self._offsets(started=bool(first))
         if first:
             self._commit(first, found)  # before the loss checks: that batch is done either way
         bases = stream_bases(self._options, first, found)

@@ -29,7 +29,7 @@ class FakeKafka:
         self.bounds = bounds
         self.commits: list[dict[TopicPartition, int]] = []
 
-    def offsets(self, options: SourceOptions) -> Bounds:
+    def offsets(self, options: SourceOptions, *, skip_missing: bool = False) -> Bounds:
         """The partitions the options read: every one the fake has."""
         return dict(self.bounds)
 

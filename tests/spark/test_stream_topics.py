@@ -133,3 +133,26 @@ def test_a_re_created_topic_fails_the_stream_unless_told_then_is_read_anew(
         run("true")
     assert f"topic '{topic}', partition 0" in str(raised.value)
     assert run("false") == [*range(40), *range(100, 106)]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("naming", ["topics", "assign"])
+def test_a_named_topic_deleted_under_a_stream_is_data_loss_not_a_config_error(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, naming: str
+) -> None:
+    """topics/assign name b, b deleted: true names b:0 as gone; false reads on with a only."""
+    prefix = f"named-{uuid.uuid4().hex[:8]}-"
+    a, b = f"{prefix}a", f"{prefix}b"
+    create_topics(kafka_bootstrap, {a: 1, b: 1})
+    produce(kafka_bootstrap, a, range(10), partitions=1)
+    produce(kafka_bootstrap, b, range(100, 110), partitions=1)
+    given = (
+        {"topics": f"{a},{b}"} if naming == "topics" else {"assign": f'{{"{a}": [0], "{b}": [0]}}'}
+    )
+    run = run_stream(spark, kafka_bootstrap, tmp_path, **given)
+    assert run("true") == [*range(10), *range(100, 110)]
+    delete_topic(kafka_bootstrap, b)
+    produce(kafka_bootstrap, a, range(10, 20), partitions=1)
+    with pytest.raises(Exception, match=re.escape(f"{b}:0 at offset 10; messages")):
+        run("true")
+    assert run("false") == [*range(20), *range(100, 110)]

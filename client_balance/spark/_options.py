@@ -301,6 +301,7 @@ def parse_options(
     get_strategy(strategy)
     starting = offsets("startingOffsets", given.get("startingoffsets"), COMMITTED, set(NAMED))
     ending = offsets("endingOffsets", given.get("endingoffsets"), LATEST, {"latest"})
+    _refuse_earliest_ending(ending)
     starting_times = _times(given, "starting")
     group_id = _group_id(given.get("group.id"))
     # A starting timestamp wins over startingOffsets, as in Spark: then no group is needed.
@@ -361,3 +362,16 @@ def _status_topic(value: str | None) -> str:
         return check_topic_name(value.strip())
     except ConfigError as error:
         raise ConfigError(f"statusTopic={shown(value)} is not allowed: {error}") from None
+
+
+def _refuse_earliest_ending(ending: Offsets) -> None:
+    """An ending offset of -2 reads nothing: Spark's own source refuses it, and so do we."""
+    if not isinstance(ending, dict):
+        return
+    for topic, per_partition in sorted(ending.items()):
+        for partition, offset in sorted(per_partition.items()):
+            if offset == EARLIEST:
+                raise ConfigError(
+                    f"endingOffsets: {topic!r} partition {partition} ends at -2 (earliest), "
+                    "which reads nothing; use an offset, -1 (latest) or -3 (committed)"
+                )

@@ -259,6 +259,8 @@ def test_a_starting_timestamp_needs_no_group() -> None:
          "endingOffsetsByTimestamp: topic 't' needs an object of partition"),
         ({"startingOffsetsByTimestampStrategy": "earliest"},
          "startingOffsetsByTimestampStrategy='earliest' is not allowed; use error or latest"),
+        ({"endingOffsets": '{"t": {"0": 5, "1": -2}}'},
+         "endingOffsets: 't' partition 1 ends at -2 (earliest), which reads nothing"),
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' is not allowed; use true or false"),
         ({"includeHeaders": "1"}, "includeHeaders='1' is not allowed; use true or false"),
         ({"minPartitions": "0"}, "minPartitions='0' is not allowed; use a whole number from 1"),

@@ -313,14 +313,19 @@ def _environment(
     Fields among ``keywords`` are left out; a variable that does not decode adds to ``problems``.
     """
     found: dict[str, Any] = {}
-    variables = {
-        name.upper(): value
-        for name, value in os.environ.items()
-        if name.upper().startswith(ENV_PREFIX)
-    }
+    variables: dict[str, str] = {}
+    spellings: dict[str, list[str]] = {}
+    for name, value in sorted(os.environ.items()):
+        if name.upper().startswith(ENV_PREFIX):
+            spellings.setdefault(name.upper(), []).append(name)
+            variables[name.upper()] = value
     for name, field in fields.items():
         env = f"{ENV_PREFIX}{name.upper()}"
         if env not in variables or name in keywords:
+            continue
+        names = spellings[env]
+        if len({os.environ[each] for each in names}) > 1:  # which one wins would be chance
+            problems.append(f"{' and '.join(names)} are set to different values; set one of them")
             continue
         raw = variables[env]
         if field.env == "text":

@@ -285,6 +285,20 @@ def test_a_bad_environment_variable_is_reported_with_the_other_problems(
     assert "reconcile_interval_s=-1" in message
 
 
+def test_one_setting_in_two_spellings_with_two_values_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CLIENT_BALANCE_GROUP_ID and client_balance_group_id disagreeing: refused, no value shown."""
+    monkeypatch.delenv("CLIENT_BALANCE_GROUP_ID", raising=False)
+    monkeypatch.setenv("CLIENT_BALANCE_GROUP_ID", "upper-secret-ish")
+    monkeypatch.setenv("client_balance_group_id", "lower-secret-ish")
+    with pytest.raises(ConfigError, match="client_balance_group_id are set to different") as caught:
+        ClientBalanceSettings(bootstrap_servers="h:1")
+    assert "secret-ish" not in str(caught.value)
+    monkeypatch.setenv("client_balance_group_id", "upper-secret-ish")  # the same value: fine
+    assert ClientBalanceSettings(bootstrap_servers="h:1").group_id == "upper-secret-ish"
+
+
 def test_model_copy_keeps_new_secrets_out_of_repr_and_json() -> None:
     """A sasl.password or status_secret given to model_copy shows in neither repr nor JSON."""
     settings = ClientBalanceSettings(**BASE, kafka={"sasl.username": "u", "sasl.password": "old"})

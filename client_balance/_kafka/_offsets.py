@@ -368,6 +368,10 @@ def read_committed(
             answers = _committed_or_second(consumer, second_reader, wanted, timeout_s)
     except KafkaException as error:
         raise from_kafka_exception(error, "reading the group's committed offsets") from error
+    failed = next((tp for tp in answers if tp.error is not None), None)
+    if failed is not None:  # not "nothing committed": a start at the latest would skip messages
+        doing = f"reading the group's committed offset of {failed.topic}:{failed.partition}"
+        raise from_kafka_exception(KafkaException(failed.error), doing)
     return {
         TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
         for tp in answers
@@ -381,9 +385,8 @@ def _committed_or_second(
     timeout_s: float,
 ) -> list[KafkaTopicPartition]:
     """``consumer``'s committed offsets, or a new reader's once it took COMMITTED_PATIENCE_S."""
-    answers: list[KafkaTopicPartition]
     try:
-        answers = consumer.committed(wanted, timeout=COMMITTED_PATIENCE_S)
+        answers: list[KafkaTopicPartition] = consumer.committed(wanted, COMMITTED_PATIENCE_S)
         return answers
     except KafkaException as error:
         if error.args[0].code() != KafkaError._TIMED_OUT:
@@ -391,7 +394,6 @@ def _committed_or_second(
     _log.info("the group coordinator is slow to be found; asking a new client")
     reader = second_reader()
     try:
-        answers = reader.committed(wanted, timeout=timeout_s - COMMITTED_PATIENCE_S)
-        return answers
+        return reader.committed(wanted, timeout=timeout_s - COMMITTED_PATIENCE_S)
     finally:
         reader.close()

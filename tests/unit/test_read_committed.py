@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -83,3 +84,21 @@ def test_without_a_second_reader_the_consumer_gets_the_whole_timeout() -> None:
     reader: Any = _Reader({0: 1})
     read_committed(reader, PARTITIONS, 4.0)
     assert reader.timeouts == [4.0]
+
+
+class _PartlyFailing(_Reader):
+    """A consumer whose answer carries an error for partition 1, as OffsetFetch may."""
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        answers = super().committed(partitions, timeout)
+        failed = SimpleNamespace(topic="orders", partition=1, offset=-1001,
+                                 error=KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT))  # fmt: skip
+        return [answers[0], failed]
+
+
+def test_a_partition_answered_with_an_error_is_an_error_not_nothing_committed() -> None:
+    """An error for one partition raises naming it: 'nothing committed' could skip messages."""
+    consumer: Any = _PartlyFailing({0: 5})
+    with pytest.raises(KafkaClientError, match="committed offset of orders:1") as raised:
+        read_committed(consumer, PARTITIONS, 1.0)
+    assert raised.value.kafka_name == "UNSTABLE_OFFSET_COMMIT"

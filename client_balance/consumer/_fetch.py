@@ -127,11 +127,8 @@ class Fetcher:
     ) -> dict[TopicPartition, int]:  # fmt: skip
         """Start fetching partitions; ``choose_start`` picks each start from what Kafka says.
 
-        One step under the client lock: watermarks, one committed-offsets query, one commit of
-        the starts that must be committed first, one ``incremental_assign``, then one commit
-        sent without waiting for the rest (``StartCommit``, ``_starts``). Returns each
-        partition's start; its batches wait for :meth:`announce`. ``skip_unreadable``: see
-        ``Starter.hold``.
+        One step under the client lock (``Starter.hold``, which also says ``skip_unreadable``).
+        Returns each partition's start; its batches wait for :meth:`announce`.
         """
         wanted = {tp: f for tp, f in requests.items() if tp not in self.held()}
         if not wanted:
@@ -199,6 +196,11 @@ class Fetcher:
                 self._gate.call(lambda: self.commits.commit_held([state]))
         finally:  # under the client lock: see Committer.commit_held
             self._gate.call(lambda: self.starter.forget([state]))
+
+    def let_go(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop holding ``partitions`` now, not waiting on a client lock a stuck commit holds."""
+        gone = self.starter.drop([s for tp in partitions if (s := self._held.get(tp)) is not None])
+        self._gate.submit(lambda: self.starter.unassign(gone))
 
     def offsets(self) -> list[Positions]:
         """Where every held partition stands."""

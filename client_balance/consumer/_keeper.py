@@ -233,7 +233,7 @@ class PartitionKeeper:
         Called from the report thread, which must not wait on the application: ``on_lost``
         runs in the next round.
         """
-        dropped = _drop(self._fetcher, self._meta, self._fetcher.held())
+        dropped = _drop(self._fetcher, self._meta, self._fetcher.held(), at_once=True)
         with self._lost_lock:
             self._lost_pending.update(dropped)
 
@@ -336,12 +336,22 @@ class PartitionKeeper:
 
 
 def _drop(
-    fetcher: Fetcher, meta: MetaCache, partitions: Iterable[TopicPartition]
+    fetcher: Fetcher,
+    meta: MetaCache,
+    partitions: Iterable[TopicPartition],
+    *,
+    at_once: bool = False,
 ) -> dict[str, int]:
-    """Release ``partitions`` at once, committing nothing: key -> last confirmed position."""
+    """Release ``partitions`` at once, committing nothing: key -> last confirmed position.
+
+    ``at_once`` (fenced): without waiting for the client lock, which a commit in flight from
+    before the fence may hold; otherwise a commit in flight ends first, and none comes after.
+    """
     chosen = sorted(partitions)
     confirmed = fetcher.quiesce(chosen, 0.0)
-    for partition in chosen:
+    if at_once:
+        fetcher.let_go(chosen)
+    for partition in () if at_once else chosen:
         fetcher.release(partition, 0.0, commit=False)
     return {meta.key(tp): at for tp, at in confirmed.items()}
 

@@ -242,11 +242,19 @@ class Starter:
         A state no longer held was forgotten already, or its partition is held anew: the
         client is left alone for it.
         """
+        self.unassign(self.drop(states))
+
+    def drop(self, states: Sequence[HeldPartition]) -> list[HeldPartition]:
+        """Drop those of ``states`` still held, and what was fetched of them: the ones dropped."""
         with self._lock:
             gone = [state for state in states if self._held.get(state.partition) is state]
             for state in gone:
                 del self._held[state.partition]
                 self._shelf.drop(state)
+        return gone
+
+    def unassign(self, gone: Sequence[HeldPartition]) -> None:
+        """Have the client stop fetching the partitions of ``gone`` (states :meth:`drop` took)."""
         if gone:
             with contextlib.suppress(KafkaException):  # never assigned, or already gone
                 self._consumer.incremental_unassign([kafka_tp(state.partition) for state in gone])

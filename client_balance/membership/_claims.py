@@ -92,13 +92,18 @@ class MemberClaims:
                 self._writer.write([(self._key(tp), None) for tp in gone])
                 self._claimed.difference_update(gone)
 
-    def write_report(self, report: tuple[bytes, bytes], *, reassert: bool) -> int:
-        """Write the member's report, then (``reassert``) its claims again; the report's offset."""
+    def write_report(
+        self, report: tuple[bytes, bytes], *, reassert: bool, within_s: float | None = None
+    ) -> int:
+        """Write the member's report, then (``reassert``) its claims again; the report's offset.
+
+        ``within_s`` bounds the wait (``StatusWriter.write``).
+        """
         with self._lock:
             records: list[tuple[bytes, bytes | None]] = [report]
             if reassert:
                 records += [(self._key(tp), _CLAIM) for tp in sorted(self._claimed)]
-            return self._writer.write(records)[0][0]
+            return self._writer.write(records, within_s=within_s)[0][0]
 
     def withdrawals(self) -> list[tuple[bytes, bytes | None]]:
         """The tombstones of every standing claim (a clean shutdown writes them)."""

@@ -291,12 +291,16 @@ class StatusMember:
             return
         self._fence_if_silent()  # a pause of the whole process shows only here
         sent = time.monotonic()
+        # Waiting on an unreachable broker past the fence would fence only once the write gave
+        # up, after the others may have taken the partitions (request_timeout_s: lease / 2).
+        left_s = None if self._fenced else self._fence_after_s - (sent - self._last_written_s)
         try:
             # Signed groups re-assert their claims with each report (see _claims.py); not
             # while fenced: those claims have lapsed and are claimed afresh.
             offset = self._claims.write_report(
                 (member_key(self._group, self._id), self._report()),
                 reassert=self._secret is not None and not self._fenced,
+                within_s=left_s,
             )
             if self._fenced:
                 # Others may have claimed meanwhile: read the log up to this report, so
@@ -324,19 +328,14 @@ class StatusMember:
         reap_dead(self._writer, self._reader, self._id, self._settings.reap_after_s)
 
     def _report_due(self) -> bool:
-        """Whether a report is due while fenced and awaiting commits.
-
-        Once they are settled, and every report interval meanwhile.
-        """
+        """Whether a report is due while fenced and awaiting commits: settled, or an interval."""
         since_s = time.monotonic() - self._last_written_s
         return self._commits_settled() or since_s >= self._settings.report_interval_s
 
     def _wait_applied(self, offset: int) -> None:
-        if not self._reader.wait_applied(offset, self._settings.request_timeout_s):
-            raise timed_out(
-                f"reading back record {offset} of the status topic",
-                self._settings.request_timeout_s,
-            )
+        timeout_s = self._settings.request_timeout_s
+        if not self._reader.wait_applied(offset, timeout_s):
+            raise timed_out(f"reading back record {offset} of the status topic", timeout_s)
 
     def claimed(self) -> set[TopicPartition]:
         """The partitions this member has claimed and not withdrawn."""

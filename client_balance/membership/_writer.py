@@ -80,8 +80,14 @@ class StatusWriter:
         with contextlib.suppress(KafkaException):
             self._producer.list_topics(topic, timeout_s)
 
-    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
-        """Write (key, value or None) records in order; (offset, broker ms) of each."""
+    def write(
+        self, records: Iterable[tuple[bytes, bytes | None]], *, within_s: float | None = None
+    ) -> list[tuple[int, int]]:
+        """Write (key, value or None) records in order; (offset, broker ms) of each.
+
+        Waits at most the writer's timeout, or ``within_s`` if that is sooner.
+        """
+        wait_s = self._timeout_s if within_s is None else max(0.0, min(within_s, self._timeout_s))
         results: dict[int, tuple[int, int] | KafkaClientError] = {}
         doing = f"writing to the status topic {self._topic!r}"
 
@@ -109,7 +115,7 @@ class StatusWriter:
         # Records produced before the partition's leader is known wait apart and are moved to
         # it one by one once it is; with flush() under way the producer may send the first of
         # them alone: two requests, two broker times. Known first, they wait for flush().
-        self._warm.join(self._timeout_s)
+        self._warm.join(wait_s)
         with self._lock:
             if self._closed:
                 raise stopped(f"{doing}: the writer is closed")
@@ -126,19 +132,17 @@ class StatusWriter:
                     try:
                         produce()
                     except BufferError:  # librdkafka's queue is full: deliver what it holds
-                        self._producer.flush(self._timeout_s)
+                        self._producer.flush(wait_s)
                         produce()
                 except KafkaException as error:  # refused before sending: a topic not writable
                     raise refused(error) from error
                 except BufferError as error:
                     why = "the producer's queue stays full"
-                    raise timed_out(doing, self._timeout_s, why) from error
+                    raise timed_out(doing, wait_s, why) from error
                 count += 1
-            left = self._producer.flush(self._timeout_s)
+            left = self._producer.flush(wait_s)
         if left or len(results) < count:
-            raise timed_out(
-                f"writing {count} records to the status topic {self._topic!r}", self._timeout_s
-            )
+            raise timed_out(f"writing {count} records to the status topic {self._topic!r}", wait_s)
         answers = []
         for index in range(count):
             result = results[index]

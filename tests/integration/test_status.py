@@ -201,12 +201,12 @@ def test_a_member_back_from_its_fence_frees_what_it_dropped(
 
     fenced = threading.Event()
 
-    def failing_until_fenced(records: Any) -> Any:
+    def failing_until_fenced(records: Any, *, within_s: float | None = None) -> Any:
         if not status.fenced:
             raise KafkaClientError("injected", kafka_code=-185, kafka_name="_TIMED_OUT")
         fenced.set()
         writer.write = write  # type: ignore[method-assign]
-        return write(records)
+        return write(records, within_s=within_s)
 
     writer.write = failing_until_fenced  # type: ignore[method-assign]
     wait_until(fenced.is_set, 30, "the member to fence itself")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -13,6 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from client_balance import ClientBalanceSettings
 from client_balance.consumer import _commits, _fetch, _starts
 from client_balance.consumer._fetch import Fetcher
+from client_balance.consumer._hooks import PartitionHooks
+from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.keys import TopicPartition
 
@@ -300,3 +303,36 @@ def test_commit_interval_confirm_says_committed_only_of_a_position_committed_alr
         assert (settled.position, settled.committed) == (10, True)
     finally:
         fetcher.close(0.0)
+
+
+def test_the_fence_lets_go_without_waiting_for_a_commit_stuck_on_the_client(
+    fetcher: Fetcher, client: _Client
+) -> None:
+    """lose_all() returns while a commit to an unreachable coordinator holds the client lock."""
+    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
+    keeper = PartitionKeeper(
+        cast(Any, member), fetcher, cast(Any, SimpleNamespace(key=str)), PartitionHooks("me"),
+        cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+    in_commit, answer = threading.Event(), threading.Event()
+
+    def stuck_commit() -> None:
+        in_commit.set()
+        answer.wait(30)
+
+    committing = threading.Thread(target=fetcher._gate.call, args=(stuck_commit,))
+    committing.start()
+    assert in_commit.wait(5)
+    fenced = threading.Thread(target=keeper.lose_all)
+    fenced.start()
+    fenced.join(10)
+    try:
+        assert not fenced.is_alive()  # it waited for the commit's answer before the fix
+        assert fetcher.held() == set()
+    finally:
+        answer.set()
+        committing.join(5)
+    wait_until = time.monotonic() + 5
+    while 0 in client.assigned and time.monotonic() < wait_until:
+        time.sleep(0.01)
+    assert 0 not in client.assigned  # the client let go once the lock was free

@@ -30,6 +30,10 @@ class _Fetcher:
         self.releases.append((partition, commit))
         self.holding.discard(partition)
 
+    def let_go(self, partitions: Any) -> None:
+        for partition in partitions:
+            self.release(partition, 0.0, commit=False)
+
 
 class _PausedStatus:
     """A member just woken from SIGSTOP: its clock says the lease lapsed, its flag not yet."""

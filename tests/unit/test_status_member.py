@@ -23,14 +23,23 @@ from client_balance.membership import (
 class FakeWriter:
     """Takes records (offsets count up) until told to fail like an unreachable cluster."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: object, timeout_s: float = 1.0, **kwargs: object) -> None:
         self.failing = False
+        self.hanging = False
+        self.timeout_s = timeout_s
+        self.bounds: list[float] = []
         self.next_offset = 0
         self.records: list[tuple[bytes, bytes | None]] = []
 
-    def write(self, records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[int, int]]:
-        """Store the records, or raise a retriable timeout."""
-        if self.failing:
+    def write(
+        self, records: Iterable[tuple[bytes, bytes | None]], *, within_s: float | None = None
+    ) -> list[tuple[int, int]]:
+        """Store the records, or raise a retriable timeout (``hanging``: after the whole wait)."""
+        wait_s = self.timeout_s if within_s is None else min(within_s, self.timeout_s)
+        if self.hanging:  # a broker that takes the connection and never answers
+            self.bounds.append(wait_s)
+            time.sleep(wait_s)
+        if self.failing or self.hanging:
             raise KafkaClientError("no broker", kafka_code=-185, kafka_name="_TIMED_OUT")
         taken = list(records)
         self.records += taken
@@ -79,7 +88,10 @@ def fenced() -> list[bool]:
 
 
 def member_on_fakes(
-    monkeypatch: pytest.MonkeyPatch, fenced: list[bool], **options: Any
+    monkeypatch: pytest.MonkeyPatch,
+    fenced: list[bool],
+    request_timeout_s: float = 0.25,
+    **options: Any,
 ) -> StatusMember:
     """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more)."""
     monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
@@ -87,7 +99,7 @@ def member_on_fakes(
     monkeypatch.setattr(_log, "StatusReader", FakeReader)
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
-        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=0.25,
+        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=request_timeout_s,
     )  # fmt: skip
     return StatusMember(
         settings, "me", report, on_change=lambda: None, on_fenced=fenced.append, **options
@@ -129,6 +141,24 @@ def test_member_fences_itself_when_reports_fail_and_recovers(
     assert not member.fenced
     member.leave()
     assert writer.records[-1][1] is None  # the report's tombstone
+
+
+def test_a_report_write_that_hangs_gives_up_in_time_for_the_fence(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """Each write waits at most until the fence is due, not the whole request timeout."""
+    # Lease 0.6 s: fenced 0.55 s after a report; request_timeout_s may be half the lease.
+    member = member_on_fakes(monkeypatch, fenced, request_timeout_s=0.3)
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    writer.hanging = True
+    wait_for(lambda: fenced == [True])
+    assert writer.bounds[0] <= 0.3
+    assert sum(writer.bounds) <= 0.55 + 1e-6  # the waits end by the fence, however many
+    writer.hanging = False
+    wait_for(lambda: fenced == [True, False])
+    member.leave()
 
 
 def test_a_fenced_member_stays_fenced_until_its_commits_have_their_answers(

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from client_balance._kafka._config_check import librdkafka_refuses
 from client_balance._secrets import MaskedConfig
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition, check_topic_name
@@ -318,7 +319,7 @@ def parse_options(
             "the Kafka group whose committed offsets the read starts from"
         )
     read_held = flag("readHeldPartitions", given.get("readheldpartitions"), default=False)
-    return SourceOptions(
+    made = SourceOptions(
         bootstrap_servers=servers,
         topics=topics,
         group_id=group_id,
@@ -353,6 +354,12 @@ def parse_options(
             "minPartitions", given.get("minpartitions"), None, _MAX_SOURCE_COUNT
         ),
     )
+    # Last, so that the options' own mistakes are named first; a typo in a kafka. property
+    # is the option's error here, not a raw KafkaException when a task makes its client.
+    refused = librdkafka_refuses(kafka)
+    if refused is not None:
+        raise ConfigError(f"the kafka.* options: {refused}")
+    return made
 
 
 def _status_topic(value: str | None) -> str:

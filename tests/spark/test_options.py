@@ -24,6 +24,8 @@ BASE = {
     "group.id": "g",
     "kafka.sasl.password": CANARY,
     "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "PLAIN",
+    "kafka.sasl.username": "reader",
 }
 
 
@@ -261,6 +263,9 @@ def test_a_starting_timestamp_needs_no_group() -> None:
          "startingOffsetsByTimestampStrategy='earliest' is not allowed; use error or latest"),
         ({"endingOffsets": '{"t": {"0": 5, "1": -2}}'},
          "endingOffsets: 't' partition 1 ends at -2 (earliest), which reads nothing"),
+        ({"kafka.fetch.wait.max.msx": "5"},
+         'the kafka.* options: librdkafka refuses the kafka settings: No such configuration '
+         'property: "fetch.wait.max.msx"'),
         ({"failOnDataLoss": "maybe"}, "failOnDataLoss='maybe' is not allowed; use true or false"),
         ({"includeHeaders": "1"}, "includeHeaders='1' is not allowed; use true or false"),
         ({"minPartitions": "0"}, "minPartitions='0' is not allowed; use a whole number from 1"),

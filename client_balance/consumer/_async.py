@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Iterable, Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
+from client_balance._deserializers import Deserializer
 from client_balance.consumer._consumer import ClientBalanceConsumer, PartitionKeys
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._lanes import Lanes
@@ -124,11 +126,15 @@ class AsyncClientBalanceConsumer:
         *,
         mode: GroupMode | str | None = None,
         pinned: Mapping[str, int] | Iterable[str] | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
     ) -> None:
         """``ClientBalanceConsumer.start``: subscribe as node ``node_id`` of ``source_count``."""
-        await self._lanes.call(
-            lambda: self._consumer.start(topics, source_count, node_id, mode=mode, pinned=pinned)
-        )
+        start = partial(
+            self._consumer.start, topics, source_count, node_id, mode=mode, pinned=pinned,
+            key_deserializer=key_deserializer, value_deserializer=value_deserializer,
+        )  # fmt: skip
+        await self._lanes.call(start)
 
     async def shutdown(self) -> None:
         """Roll back what cancelled tasks left, then ``ClientBalanceConsumer.shutdown``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 import itertools
 import logging
 import threading
@@ -15,6 +16,7 @@ import pytest
 from client_balance import (
     AsyncBatch,
     AsyncClientBalanceConsumer,
+    ClientBalanceConsumer,
     ClientBalanceSettings,
     ConfigError,
     ConfirmResult,
@@ -458,3 +460,17 @@ async def test_a_rollback_that_fails_unexpectedly_is_logged_with_its_traceback(
     ]
     assert len(failed) == 1
     assert failed[0].exc_info is not None
+
+
+def test_every_async_call_takes_the_arguments_of_its_synchronous_twin() -> None:
+    """Each public method both consumers have takes the same parameters, in the same order."""
+    differ = {}
+    for name in sorted(dir(AsyncClientBalanceConsumer)):
+        twin = getattr(ClientBalanceConsumer, name, None)
+        if name.startswith("_") or not callable(twin):
+            continue
+        ours = list(inspect.signature(getattr(AsyncClientBalanceConsumer, name)).parameters)
+        theirs = list(inspect.signature(twin).parameters)
+        if ours != theirs:
+            differ[name] = (ours, theirs)
+    assert differ == {}

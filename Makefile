@@ -31,7 +31,8 @@ demo: jars
 	$(PY) examples/demo.py
 
 # kafka-python is the Python peer of bench/strategies.py only, and matplotlib draws the charts
-# (bench/plot.py): installed here, never dependencies of the package or of `make test`.
+# (bench/plot.py): installed here, never dependencies of the package (matplotlib is in the test
+# extra too, for bench/plot.py's own tests).
 # bench/consumer.py starts its own broker (or uses CLIENT_BALANCE_BOOTSTRAP_SERVERS); its peer,
 # confluent-kafka, is a dependency already. Each script's JSON lines go to the terminal and to
 # bench/results/<script>.jsonl (pipefail: a failed script fails the target despite tee); `make

@@ -214,9 +214,7 @@ def test_the_examples_of_the_metrics_doc_run(kafka_bootstrap: str, tmp_path: Pat
         (port,) = free_ports(1)
         code = example.replace("127.0.0.1:9092", kafka_bootstrap).replace('"orders"', f'"{topic}"')
         code = code.replace("9464", str(port)).replace('group_id="billing"', f'group_id="{topic}"')
-        code = code.replace(
-            "ClientBalanceSettings(", 'ClientBalanceSettings(start_position="earliest", '
-        )
+        assert 'start_position="earliest"' in code  # the examples read what is there
         script = tmp_path / f"example{number}.py"
         script.write_text(code)
         done = subprocess.run(

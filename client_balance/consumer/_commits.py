@@ -17,6 +17,7 @@ from client_balance._kafka import (
     commit_batches,
     commit_runs,
     from_kafka_exception,
+    is_transient,
     kafka_tp,
 )
 from client_balance._logging import get_logger
@@ -30,6 +31,8 @@ _log = get_logger("fetch")
 # Re-commit unchanged positions this often: Kafka expires a simple group's offsets 7 days
 # after their last commit, which would silently reset an idle partition.
 _RECOMMIT_EVERY_S = 3600.0
+_AWAY_AT_MOST_S = 60.0
+"""The longest the interval and sync-confirm commits wait out a coordinator that was away."""
 
 
 class Committer:
@@ -58,6 +61,11 @@ class Committer:
         self._last_flush_s = clock()
         self._last_recommit_s = clock()
         self._in_flight = 0
+        # A commit to a coordinator out of reach holds the client lock for librdkafka's whole
+        # wait (10 s seen): tried on every interval and confirm, fetching would stall for most
+        # of an outage. After such a failure they wait out a window, doubled each time.
+        self._away_until_s = float("-inf")
+        self._away_for_s = 0.0
 
     def settled(self) -> bool:
         """Whether no commit is waiting for its answer.
@@ -87,6 +95,8 @@ class Committer:
 
         A refusal is logged and left to the interval's commits: the position stays confirmed.
         """
+        if self._coordinator_away():
+            return False  # the interval's commit makes it once the coordinator is back
         try:
             return bool(through_gate(lambda: self.commit_held([state])))
         except GroupInUseError:
@@ -133,10 +143,15 @@ class Committer:
                         states[at].committed = positions[at]
                 done += landed
         except KafkaException as error:
-            raise self._error(error) from error
+            mapped = self._error(error)
+            if is_transient(mapped):
+                self._away_for_s = min(max(2 * self._away_for_s, self._interval_s), _AWAY_AT_MOST_S)
+                self._away_until_s = self._clock() + self._away_for_s
+            raise mapped from error
         finally:
             with self._lock:
                 self._in_flight -= 1
+        self._away_for_s = 0.0
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.
@@ -168,7 +183,7 @@ class Committer:
         """Every ``commit_interval_s``: commit what is due (every hour: all of it again)."""
         now = self._clock()
         # Also in "sync" mode: a commit that failed while the broker was away is retried here.
-        if now - self._last_flush_s < self._interval_s:
+        if now - self._last_flush_s < self._interval_s or self._coordinator_away():
             return
         self._last_flush_s = now
         everything = now - self._last_recommit_s >= _RECOMMIT_EVERY_S
@@ -182,6 +197,10 @@ class Committer:
             fail(error)
         except KafkaClientError as error:
             _log.warning("commit failed; will retry", error=str(error))
+
+    def _coordinator_away(self) -> bool:
+        """Whether the last commit found the coordinator out of reach, within its window."""
+        return self._clock() < self._away_until_s
 
     def _error(self, error: KafkaException) -> ClientBalanceError:
         mapped = from_kafka_exception(error, "committing offsets")

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance.consumer._arrivals import Arrivals
@@ -142,3 +143,39 @@ def test_a_sync_confirm_commit_skips_a_partition_released_before_the_client_lock
     assert commits.commit_confirmed(state, released_first) is False
     assert consumer.commits == []
     assert state.committed == 3
+
+
+def test_commits_wait_out_a_coordinator_that_was_away_instead_of_holding_the_client() -> None:
+    """After a commit found no coordinator, interval and sync-confirm commits skip a window."""
+    now = [0.0]
+    away = {"yes": True}
+
+    def no_coordinator() -> None:
+        if away["yes"]:
+            raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Waiting for coordinator"))
+
+    consumer = _SlowConsumer(during=no_coordinator)
+    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: states, clock=lambda: now[0],
+    )  # fmt: skip
+    attempts: list[float] = []
+
+    def through_gate(action: Any) -> Any:
+        attempts.append(now[0])
+        return action()
+
+    assert commits.commit_confirmed(states[0], through_gate) is False  # tried: no coordinator
+    now[0] = 4.0
+    assert commits.commit_confirmed(states[0], through_gate) is False  # within 5 s: not tried
+    now[0] = 5.0
+    commits.on_interval(through_gate, _no_failure)  # the window is over: tried, fails again
+    now[0] = 14.0
+    commits.on_interval(through_gate, _no_failure)  # the window doubled to 10 s: not tried
+    away["yes"] = False
+    now[0] = 15.0
+    commits.on_interval(through_gate, _no_failure)  # back: committed
+    assert attempts == [0.0, 5.0, 15.0]
+    assert consumer.commits == [[7]]
+    assert states[0].committed == 7

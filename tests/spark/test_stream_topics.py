@@ -54,6 +54,15 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
             time.sleep(0.5)
 
 
+def two_topics(bootstrap: str, prefix: str) -> tuple[str, str]:
+    """Topics ``prefix`` a (values 0-9) and b (100-109), one partition each."""
+    a, b = f"{prefix}a", f"{prefix}b"
+    create_topics(bootstrap, {a: 1, b: 1})
+    produce(bootstrap, a, range(10), partitions=1)
+    produce(bootstrap, b, range(100, 110), partitions=1)
+    return a, b
+
+
 def run_stream(
     spark: Any, bootstrap: str, tmp_path: Path, **options: str
 ) -> Callable[..., list[int]]:
@@ -94,10 +103,7 @@ def test_a_pattern_stream_reports_a_deleted_topic_then_goes_on_without_it(
 ) -> None:
     """Topic b deleted: failOnDataLoss=true names b:0; false reads on and commits a:0 only."""
     prefix = f"gone-{uuid.uuid4().hex[:8]}-"
-    a, b = f"{prefix}a", f"{prefix}b"
-    create_topics(kafka_bootstrap, {a: 1, b: 1})
-    produce(kafka_bootstrap, a, range(10), partitions=1)
-    produce(kafka_bootstrap, b, range(100, 110), partitions=1)
+    a, b = two_topics(kafka_bootstrap, prefix)
     group = f"gone-{uuid.uuid4().hex[:8]}"
     run = run_stream(
         spark, kafka_bootstrap, tmp_path, subscribePattern=re.escape(prefix) + "[ab]",
@@ -142,10 +148,7 @@ def test_a_named_topic_deleted_under_a_stream_is_data_loss_not_a_config_error(
 ) -> None:
     """topics/assign name b, b deleted: true names b:0 as gone; false reads on with a only."""
     prefix = f"named-{uuid.uuid4().hex[:8]}-"
-    a, b = f"{prefix}a", f"{prefix}b"
-    create_topics(kafka_bootstrap, {a: 1, b: 1})
-    produce(kafka_bootstrap, a, range(10), partitions=1)
-    produce(kafka_bootstrap, b, range(100, 110), partitions=1)
+    a, b = two_topics(kafka_bootstrap, prefix)
     given = (
         {"topics": f"{a},{b}"} if naming == "topics" else {"assign": f'{{"{a}": [0], "{b}": [0]}}'}
     )

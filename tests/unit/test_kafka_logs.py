@@ -57,17 +57,22 @@ def test_a_dead_letter_producer_cut_off_logs_through_logging_not_stderr(
     assert any("rdkafka#producer" in r.getMessage() for r in records)
 
 
-def test_a_status_writer_cut_off_logs_through_logging_not_stderr(
-    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
-) -> None:
-    """A status write to an unreachable broker: its librdkafka lines are logging records."""
-    caplog.set_level(logging.INFO, logger="client_balance.kafka")
-    writer = StatusWriter(UNREACHABLE, "status", 0, kafka={}, timeout_s=2.0)
+def _write_to_nowhere(kafka: dict[str, Any]) -> None:
+    """One status write to an unreachable broker, which fails."""
+    writer = StatusWriter(UNREACHABLE, "status", 0, kafka=kafka, timeout_s=2.0)
     try:
         with pytest.raises(ClientBalanceError):
             writer.write([(b"k", b"v")])
     finally:
         writer.close()
+
+
+def test_a_status_writer_cut_off_logs_through_logging_not_stderr(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A status write to an unreachable broker: its librdkafka lines are logging records."""
+    caplog.set_level(logging.INFO, logger="client_balance.kafka")
+    _write_to_nowhere({})
     assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
     assert _kafka_records(caplog), "no librdkafka line reached logging"
 
@@ -79,12 +84,7 @@ def test_a_logger_of_the_users_in_kafka_settings_gets_the_lines_instead(
     caplog.set_level(logging.INFO)
     mine = logging.getLogger("my.kafka")
     kafka: dict[str, Any] = {"logger": mine}  # what settings' admin_config() passes on
-    writer = StatusWriter(UNREACHABLE, "status", 0, kafka=kafka, timeout_s=2.0)
-    try:
-        with pytest.raises(ClientBalanceError):
-            writer.write([(b"k", b"v")])
-    finally:
-        writer.close()
+    _write_to_nowhere(kafka)
     assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
     names = {r.name for r in caplog.records if "rdkafka#" in r.getMessage()}
     assert names == {"my.kafka"}

@@ -182,6 +182,8 @@ class PartitionKeeper:
         fresh = {tp: offset for tp, offset in wanted.items() if tp not in held}
         if self.status is None or not fresh:
             return fresh
+        if shown_key is None and not self.status.lease_ok():
+            return {}  # fenced since the round began: its claims still stand, unwritten
         if shown_key is None:  # a round leaves what others hold to the round they free it in
             fresh = _only(fresh, self.status.claimable(fresh))  # one pass over the group view
         verdicts = self.status.claim(fresh)

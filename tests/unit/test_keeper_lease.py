@@ -81,3 +81,63 @@ def test_a_round_that_wakes_before_the_fence_loses_its_partitions_and_commits_no
     assert calls == [("lost", {"orders:0": 7})]
     assert fetcher.releases == [(ORDERS_0, False)]
     assert status.forgotten == set()  # its claims stay, to be withdrawn when reports land
+
+
+class _StandingClaimStatus(_PausedStatus):
+    """Fenced since the round began: its claims still stand, so a claim would 'win' unwritten."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: list[set[TopicPartition]] = []
+
+    def claimable(self, partitions: Any) -> set[TopicPartition]:
+        return set(partitions)
+
+    def claim(self, partitions: Any) -> dict[TopicPartition, str | None]:
+        self.claims.append(set(partitions))
+        return dict.fromkeys(partitions)
+
+    def claimed(self) -> set[TopicPartition]:
+        return set()
+
+    def report_soon(self) -> None:
+        return None
+
+    def withdraw(self, partitions: Any) -> None:
+        return None
+
+
+class _HoldingFetcher(_Fetcher):
+    """Records what a round asks it to hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holds: list[set[TopicPartition]] = []
+
+    def hold(self, requests: Any, rules: Any, *, skip_unreadable: bool) -> dict[Any, int]:
+        self.holds.append(set(requests))
+        return {}
+
+    def announce(self, starts: Any) -> None:
+        return None
+
+
+def test_a_round_fenced_on_its_way_registers_nothing() -> None:
+    """The lease lapsed after the round's first look: it claims and holds nothing new."""
+    member = SimpleNamespace(
+        settings=SimpleNamespace(refused_connect_wait_s=1.0, start_position="latest"),
+        consumer_id="me",
+        topics={"orders": None},
+    )
+    fetcher = _HoldingFetcher()
+    meta = SimpleNamespace(key=str, check_registrable=lambda *args: None)
+    planner = SimpleNamespace(pinned_keys=tuple)
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, meta), PartitionHooks("me"),
+        cast(Any, planner),
+    )  # fmt: skip
+    status = _StandingClaimStatus()
+    keeper.status = cast(StatusMember, status)
+    keeper._register({TopicPartition("orders", 1): -1})
+    assert status.claims == []
+    assert fetcher.holds in ([], [set()])

@@ -117,38 +117,46 @@ def masked(config: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-# librdkafka quotes the rest of a sasl.oauthbearer.config it cannot parse, to the end of its text.
-_QUOTED_TAIL = re.compile(r"(beginning at:).*", re.DOTALL)
+# librdkafka quotes the rest of a sasl.oauthbearer.config it cannot parse, up to the end of its
+# text; in a KafkaError's repr that is the closing quote, which stays.
+_QUOTED_TAIL = re.compile(r'(beginning at:)[^"]*')
 _TOKEN_SEPARATORS = re.compile(r"[\s,;]+")
 _SHORTEST_MASKED_PART = 4
 """A token's value part shorter than this is masked only as ``key=value``: masking every "1"
 or "yes" of a message would make it unreadable, and so short a part guards nothing."""
+_PLAIN_TOKENS = frozenset({"principal", "scope", "lifeSeconds"})
+"""Names in ``sasl.oauthbearer.config`` whose values are no secret: librdkafka echoes them, and
+masking "admin" or "3600" wherever they stand garbled topic names and timings."""
 
 
 def scrub(text: str, kafka: Mapping[str, Any] | None = None) -> str:
     """The words ``text`` of librdkafka without a secret of ``kafka``, fit for a message or log.
 
     The quoted tail of a refused ``sasl.oauthbearer.config`` ("beginning at: ...") is cut
-    whatever ``kafka`` holds. Each secret value of ``kafka`` shows as :data:`MASK`, and so does
-    each ``key=value`` token within one: librdkafka may quote a value from its middle on.
+    whatever ``kafka`` holds. Each secret value of ``kafka`` shows as :data:`MASK` wherever it
+    stands, and so does each ``key=value`` token within one (librdkafka may quote a value from
+    its middle on); a token's value alone is masked as a whole word only.
     """
     text = _QUOTED_TAIL.sub(rf"\1 {MASK}", text)
-    shown: dict[str, str] = {}
+    anywhere: dict[str, str] = {}
+    words: set[str] = set()
     for key, value in (kafka or {}).items():
         if not (is_secret_key(key) or is_secret_value(value)):
             continue
         secret = str(reveal(value))
         if not secret:
             continue
-        shown[secret] = MASK
+        anywhere[secret] = MASK
         for token in _TOKEN_SEPARATORS.split(secret):
             name, equals, part = token.partition("=")
-            if equals and part:
-                shown[token] = f"{name}={MASK}"
+            if equals and part and name not in _PLAIN_TOKENS:
+                anywhere[token] = f"{name}={MASK}"
                 if len(part) >= _SHORTEST_MASKED_PART:
-                    shown[part] = MASK
-    for secret in sorted(shown, key=len, reverse=True):  # a whole value before its parts
-        text = text.replace(secret, shown[secret])
+                    words.add(part)
+    for secret in sorted(anywhere, key=len, reverse=True):  # a whole value before its parts
+        text = text.replace(secret, anywhere[secret])
+    for part in sorted(words, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(part)}(?![\w.-])", MASK, text)
     return text
 
 

@@ -14,6 +14,7 @@ from client_balance._kafka import (
     stopped,
     timed_out,
 )
+from client_balance._timing import Deadline
 from client_balance.errors import KafkaClientError
 from client_balance.membership._signing import RecordSigner
 from client_balance.settings import KafkaValue
@@ -85,9 +86,12 @@ class StatusWriter:
     ) -> list[tuple[int, int]]:
         """Write (key, value or None) records in order; (offset, broker ms) of each.
 
-        Waits at most the writer's timeout, or ``within_s`` if that is sooner.
+        Waits at most the writer's timeout, or ``within_s`` if that is sooner. Records that had
+        no answer by then are dropped from the producer's queue: a write reported as failed
+        must not land later (a report after its member's fence, a claim given up).
         """
         wait_s = self._timeout_s if within_s is None else max(0.0, min(within_s, self._timeout_s))
+        deadline = Deadline(wait_s)
         results: dict[int, tuple[int, int] | KafkaClientError] = {}
         doing = f"writing to the status topic {self._topic!r}"
 
@@ -115,7 +119,7 @@ class StatusWriter:
         # Records produced before the partition's leader is known wait apart and are moved to
         # it one by one once it is; with flush() under way the producer may send the first of
         # them alone: two requests, two broker times. Known first, they wait for flush().
-        self._warm.join(wait_s)
+        self._warm.join(deadline.left_s())
         with self._lock:
             if self._closed:
                 raise stopped(f"{doing}: the writer is closed")
@@ -132,7 +136,7 @@ class StatusWriter:
                     try:
                         produce()
                     except BufferError:  # librdkafka's queue is full: deliver what it holds
-                        self._producer.flush(wait_s)
+                        self._producer.flush(deadline.left_s())
                         produce()
                 except KafkaException as error:  # refused before sending: a topic not writable
                     raise refused(error) from error
@@ -140,7 +144,10 @@ class StatusWriter:
                     why = "the producer's queue stays full"
                     raise timed_out(doing, wait_s, why) from error
                 count += 1
-            left = self._producer.flush(wait_s)
+            left = self._producer.flush(deadline.left_s())
+            if left or len(results) < count:
+                self._producer.purge()
+                self._producer.flush(0)  # serves the purged records' delivery reports
         if left or len(results) < count:
             raise timed_out(f"writing {count} records to the status topic {self._topic!r}", wait_s)
         answers = []

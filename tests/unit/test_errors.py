@@ -174,3 +174,15 @@ def test_scrub_masks_secret_values_their_tokens_and_a_quoted_tail() -> None:
     assert OAUTH_SECRET not in scrub(f"value {OAUTH_SECRET!r}", kafka)
     assert scrub("acks all", kafka) == "acks all"  # not a secret
     assert scrub("config beginning at: x=y z", None) == f"config beginning at: {MASK}"
+
+
+def test_scrub_leaves_words_that_only_contain_a_secret_token_and_the_plain_ones() -> None:
+    """Token values are masked as whole words; principal, scope and lifeSeconds are no secret."""
+    kafka = {"sasl.oauthbearer.config": "principal=admin scope=read lifeSeconds=3600 x=ready"}
+    said = "topic admin_events already retrying after 3600ms; token ready"
+    assert scrub(said, kafka) == f"topic admin_events already retrying after 3600ms; token {MASK}"
+    error = 'KafkaError{code=_INVALID_ARG,str="Unrecognized config beginning at: x=ready"}'
+    assert (
+        scrub(error, kafka)
+        == f'KafkaError{{code=_INVALID_ARG,str="Unrecognized config beginning at: {MASK}"}}'
+    )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from typing import Any
 
 import pytest
 
+from client_balance import ClientBalanceError
 from client_balance.membership import _writer
 from client_balance.membership._writer import StatusWriter
 
@@ -93,3 +96,27 @@ def test_a_full_producer_queue_is_delivered_and_the_write_goes_on(
     monkeypatch.setattr(_writer, "producer_client", lambda *args: producer)
     writer = StatusWriter("127.0.0.1:1", "status", 0, kafka={}, timeout_s=5.0)
     assert len(writer.write([(b"k", b"{}")] * 5)) == 5
+
+
+def test_a_write_given_up_leaves_nothing_queued_to_land_later() -> None:
+    """A broker that takes the connection and never answers: the failed record is dropped."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(silent.accept()[0])
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    port = silent.getsockname()[1]
+    writer = StatusWriter(f"127.0.0.1:{port}", "status", 0, kafka={}, timeout_s=3.0)
+    try:
+        with pytest.raises(ClientBalanceError, match="no answer within 1"):
+            writer.write([(b'["member","g","c1"]', b"{}")], within_s=1.0)
+        assert len(writer._producer) == 0  # nothing left to land after its member fenced
+    finally:
+        writer.close()
+        silent.close()
+        for connection in accepted:
+            connection.close()

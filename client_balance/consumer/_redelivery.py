@@ -16,6 +16,7 @@ rest is delivered.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 from client_balance._kafka import (
@@ -141,9 +142,16 @@ class Redeliveries:
                     ("client_balance.offset", str(message.offset()).encode()),
                 ]
                 headers = [*(message.headers() or []), *origin]
-                self._producer.produce(
-                    topic, message.value(), message.key(), headers=headers, on_delivery=delivered
-                )
+                produce = partial(
+                    self._producer.produce, topic, message.value(), message.key(),
+                    headers=headers, on_delivery=delivered,
+                )  # fmt: skip
+                try:
+                    produce()
+                except BufferError:  # a batch past librdkafka's queue: deliver what it holds
+                    if self._producer.flush(timeout_s):
+                        raise
+                    produce()
             left = self._producer.flush(timeout_s)
         except (KafkaException, BufferError) as error:
             self._drop_queued()

@@ -11,7 +11,8 @@ and revenue per product per minute, and each product's stock level (delivered mi
 Batch mode writes both tables as Parquet under ``--out`` and prints the products by revenue.
 ``--stream`` runs the per-minute aggregation as a Structured Streaming query into Parquet with
 ``--checkpoint``: a restart goes on where it stopped, and the group ``--group`` sees the
-committed offsets. ``--orders`` and ``--stock`` name the topics. ``--master`` is Spark's master
+committed offsets (those of every batch but each run's last, which the next run commits:
+docs/spark.md). ``--orders`` and ``--stock`` name the topics. ``--master`` is Spark's master
 URL (``local[2]`` by default): on a cluster, ``--out`` and ``--checkpoint`` must be folders that
 the driver and every executor see, and the executors run ``PYSPARK_PYTHON`` (this interpreter
 unless set), which must have client-balance installed on every machine.

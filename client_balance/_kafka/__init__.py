@@ -67,7 +67,6 @@ from client_balance._kafka._offsets import (
     commit_runs,
     offsets_for_times,
     offsets_for_timestamps,
-    partition_offsets,
     read_committed,
     read_starts,
 )
@@ -86,6 +85,7 @@ from client_balance._kafka._schema_registry import (
     wrap_deserializer,
 )
 from client_balance._kafka._topics import TopicState, create_topics, ensure_topic
+from client_balance._kafka._watermarks import partition_offsets
 
 __all__ = [
     "BROKER_POLL_S",

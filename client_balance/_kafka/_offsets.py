@@ -13,10 +13,10 @@ from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._clients import group_client, kafka_tp
 from client_balance._kafka._errors import from_kafka_exception
-from client_balance._kafka._metadata import ask_watermarks, described
+from client_balance._kafka._metadata import ask_watermarks
 from client_balance._kafka._retry import call_until_transient_passes
 from client_balance._logging import get_logger
-from client_balance.errors import ConfigError, KafkaClientError
+from client_balance.errors import KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.settings import KafkaValue
 
@@ -43,7 +43,6 @@ __all__ = [
     "commit_runs",
     "offsets_for_times",
     "offsets_for_timestamps",
-    "partition_offsets",
     "read_committed",
     "read_starts",
 ]
@@ -99,54 +98,6 @@ def commit_runs(
             if answer.error is not None:
                 raise KafkaException(answer.error)
         yield len(batch)
-
-
-def partition_offsets(
-    bootstrap_servers: str,
-    group_id: str,
-    topics: list[str],
-    *,
-    timeout_s: float = 30.0,
-    kafka: Mapping[str, KafkaValue] | None = None,
-    skip_missing: bool = False,
-    matching: Callable[[str], bool] | None = None,
-) -> dict[TopicPartition, tuple[int, int, int | None]]:
-    """Every partition of ``topics`` -> (low, high, ``group_id``'s committed offset or None).
-
-    Raises :class:`ConfigError` naming a topic that does not exist, unless ``skip_missing``.
-    ``matching`` adds every topic of the cluster whose name it accepts, from the same metadata.
-    """
-    client = group_client(bootstrap_servers, group_id, kafka)
-    try:
-        asked = set(topics)
-        metadata = described(
-            client,
-            lambda name: name in asked or (matching is not None and matching(name)),
-            timeout_s,
-        )
-        if matching is not None:
-            topics = [*topics, *sorted(set(filter(matching, metadata.topics)) - set(topics))]
-        wanted = []
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None or not found.partitions:
-                if skip_missing:
-                    continue
-                raise ConfigError(f"topic {topic!r} does not exist")
-            wanted += [TopicPartition(topic, number) for number in sorted(found.partitions)]
-        committed = {
-            TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-            for tp in client.committed([kafka_tp(tp) for tp in wanted], timeout=timeout_s)
-        }
-        answer = {}
-        for tp in wanted:
-            low, high = client.get_watermark_offsets(kafka_tp(tp), timeout=timeout_s)
-            answer[tp] = (int(low), int(high), committed.get(tp))
-        return answer
-    except KafkaException as error:
-        raise from_kafka_exception(error, f"reading offsets of {topics}") from error
-    finally:
-        client.close()
 
 
 def commit_offsets(

@@ -6,10 +6,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from client_balance._kafka import _offsets
+from client_balance import KafkaClientError
+from client_balance._kafka import _watermarks
 from client_balance.keys import TopicPartition
 
 
@@ -50,10 +51,56 @@ def test_a_topic_without_a_leader_yet_is_asked_again_not_skipped(
     and with failOnDataLoss=true (the default) a failed query.
     """
     client = _Client(unavailable_answers=2)
-    monkeypatch.setattr(_offsets, "group_client", lambda *args: client)
-    found = _offsets.partition_offsets(
+    monkeypatch.setattr(_watermarks, "group_client", lambda *args: client)
+    found = _watermarks.partition_offsets(
         "127.0.0.1:9", "g", [] if matched else ["orders"], timeout_s=5.0, skip_missing=True,
         matching=(lambda name: name == "orders") if matched else None,
     )  # fmt: skip
     assert found == {TopicPartition("orders", p): (0, 10, None) for p in (0, 1)}
     assert client.asked == 3
+
+
+class _DeadLeaderClient(_Client):
+    """Its watermark query answers as a client still asking a SIGKILLed leader does."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(unavailable_answers=0)
+        self.code = code
+
+    def get_watermark_offsets(self, partition: Any, timeout: float) -> tuple[int, int]:
+        raise KafkaException(KafkaError(self.code, "Failed to get watermark offsets"))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [KafkaError._TIMED_OUT, KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY_BROKER,
+     KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION],
+)  # fmt: skip
+def test_a_leader_being_replaced_is_asked_again_with_a_fresh_client(
+    monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Two clients meet the dead leader; the third, made afresh, gets the offsets."""
+    made: list[_Client] = []
+
+    def fresh(*args: Any) -> _Client:
+        made.append(_DeadLeaderClient(code) if len(made) < 2 else _Client(unavailable_answers=0))
+        return made[-1]
+
+    monkeypatch.setattr(_watermarks, "group_client", fresh)
+    found = _watermarks.partition_offsets("127.0.0.1:9", "g", ["orders"], timeout_s=10.0)
+    assert found == {TopicPartition("orders", p): (0, 10, None) for p in (0, 1)}
+    assert len(made) == 3
+
+
+def test_an_error_that_is_no_leader_move_is_raised_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TOPIC_AUTHORIZATION_FAILED is no outage: one client, raised."""
+    made: list[_Client] = []
+
+    def fresh(*args: Any) -> _Client:
+        made.append(_DeadLeaderClient(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        return made[-1]
+
+    monkeypatch.setattr(_watermarks, "group_client", fresh)
+    with pytest.raises(KafkaClientError, match="TOPIC_AUTHORIZATION_FAILED"):
+        _watermarks.partition_offsets("127.0.0.1:9", "g", ["orders"], timeout_s=10.0)
+    assert len(made) == 1

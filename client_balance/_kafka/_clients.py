@@ -25,6 +25,7 @@ __all__ = [
     "LIBRDKAFKA_DEFAULTS",
     "AdminOwner",
     "admin_client",
+    "drop_queued",
     "fetch_client",
     "fetch_queue_kbytes",
     "group_client",
@@ -188,6 +189,12 @@ def reader_client(config: KafkaConfig) -> Consumer:
             "enable.partition.eof": False,
         }
     )
+
+
+def drop_queued(producer: Producer) -> None:
+    """Drop what ``producer`` still holds, so that a write reported as failed never lands later."""
+    producer.purge()
+    producer.flush(0)  # serves the purged messages' delivery reports
 
 
 def producer_client(

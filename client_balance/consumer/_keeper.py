@@ -353,8 +353,9 @@ def _drop(
     confirmed = fetcher.quiesce(chosen, 0.0)
     if at_once:
         fetcher.let_go(chosen)
-    for partition in () if at_once else chosen:
-        fetcher.release(partition, 0.0, commit=False)
+    else:
+        for partition in chosen:
+            fetcher.release(partition, 0.0, commit=False)
     return {meta.key(tp): at for tp, at in confirmed.items()}
 
 

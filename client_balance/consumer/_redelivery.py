@@ -21,6 +21,7 @@ from typing import Any
 
 from client_balance._kafka import (
     KafkaException,
+    drop_queued,
     from_kafka_exception,
     producer_client,
     stopped,
@@ -154,7 +155,7 @@ class Redeliveries:
                     produce()
             left = self._producer.flush(timeout_s)
         except (KafkaException, BufferError) as error:
-            self._drop_queued()
+            drop_queued(self._producer)
             raise from_kafka_exception(
                 error, f"producing to dead_letter_topic {topic!r}"
             ) from error
@@ -163,14 +164,10 @@ class Redeliveries:
             # What is still queued would be written whenever the topic or broker comes back,
             # and the batch is produced again at its next skip: each failed attempt would
             # leave one more copy in the dead-letter topic.
-            self._drop_queued()
+            drop_queued(self._producer)
         if failed is not None:
             raise from_kafka_exception(
                 KafkaException(failed), f"producing to dead_letter_topic {topic!r}"
             )
         if left:
             raise timed_out(f"producing {left} messages to dead_letter_topic {topic!r}", timeout_s)
-
-    def _drop_queued(self) -> None:
-        self._producer.purge()
-        self._producer.flush(0)  # serves the purged messages' delivery reports

@@ -9,6 +9,7 @@ from functools import partial
 
 from client_balance._kafka import (
     KafkaException,
+    drop_queued,
     from_kafka_exception,
     producer_client,
     stopped,
@@ -146,8 +147,7 @@ class StatusWriter:
                 count += 1
             left = self._producer.flush(deadline.left_s())
             if left or len(results) < count:
-                self._producer.purge()
-                self._producer.flush(0)  # serves the purged records' delivery reports
+                drop_queued(self._producer)
         if left or len(results) < count:
             raise timed_out(f"writing {count} records to the status topic {self._topic!r}", wait_s)
         answers = []

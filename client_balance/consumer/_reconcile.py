@@ -72,7 +72,9 @@ class Reconciler:
             needed = self._finished + (2 if self._running_round else 1)
             self._full_wanted = True
             self._wake.set()
-            return self._lock.wait_for(lambda: self._finished >= needed, timeout_s)
+            # A stop ends the wait: the round waited for would never come.
+            self._lock.wait_for(lambda: self._finished >= needed or self._stop.is_set(), timeout_s)
+            return self._finished >= needed
 
     def wake(self) -> None:
         """Have a round start soon, without waiting for it."""
@@ -80,7 +82,9 @@ class Reconciler:
 
     def stop(self) -> None:
         """Stop after the current round."""
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
+            self._lock.notify_all()
         self._wake.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()

@@ -72,3 +72,28 @@ def test_the_intervals_rounds_are_full() -> None:
         assert all(rounds.full[:3])
     finally:
         reconciler.stop()
+
+
+def test_a_round_asked_for_while_the_thread_stops_is_not_waited_out() -> None:
+    """run_round() asked during the last round returns False once stopped, not at its timeout."""
+    in_round, let_go = threading.Event(), threading.Event()
+
+    def slow_round(full: bool) -> None:
+        in_round.set()
+        let_go.wait(WAIT_S)
+
+    reconciler = Reconciler(slow_round, interval_s=3600.0)
+    reconciler.start()
+    assert in_round.wait(WAIT_S)
+    answers: list[bool] = []
+    asking = threading.Thread(
+        target=lambda: answers.append(reconciler.run_round(3600.0)), daemon=True
+    )
+    asking.start()
+    stopping = threading.Thread(target=reconciler.stop)
+    stopping.start()
+    let_go.set()
+    stopping.join(WAIT_S)
+    asking.join(WAIT_S)
+    assert not asking.is_alive(), "run_round waits for a round that never comes"
+    assert answers == [False]

@@ -16,6 +16,7 @@ rolls it back, and so does leaving ``async for`` early. See ``docs/async.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import partial
 from types import TracebackType
@@ -34,7 +35,7 @@ from client_balance.consumer._results import (
     PartitionMeta,
 )
 from client_balance.consumer._setup import Assigner
-from client_balance.errors import ConfigError, NoMessageError, NotStartedError
+from client_balance.errors import CallbackError, ConfigError, NoMessageError, NotStartedError
 from client_balance.keys import RESUME_OFFSET, TopicPartition
 from client_balance.settings import ClientBalanceSettings, GroupMode
 
@@ -141,9 +142,14 @@ class AsyncClientBalanceConsumer:
 
         Idempotent. Cancelling the caller does not stop the shutdown half-way: it goes on.
         """
+        first = self._closing is None
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._close())
-        await asyncio.shield(self._closing)
+        try:
+            await asyncio.shield(self._closing)
+        except CallbackError:
+            if first:  # raised once, as the sync shutdown() does
+                raise
 
     async def _close(self) -> None:
         try:
@@ -163,7 +169,12 @@ class AsyncClientBalanceConsumer:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.shutdown()
+        if exc is None:
+            await self.shutdown()
+            return
+        # A callback's failure was logged when it failed; the block's own error is the one to see.
+        with contextlib.suppress(CallbackError):
+            await self.shutdown()
 
     # ------------------------------------------------------------------ consume / confirm
     async def get_message(self, timeout_s: float = 10.0) -> ConsumeResult:

@@ -21,6 +21,7 @@ See ``docs/consumer.md`` for the group modes, the offset rules and the error tab
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -53,6 +54,7 @@ from client_balance.consumer._results import (
 )
 from client_balance.consumer._setup import CLIENT_VERSION, Assigner, MemberSetup
 from client_balance.errors import (
+    CallbackError,
     ConfigError,
     InvalidConfirmContextError,
     NoMessageError,
@@ -207,7 +209,11 @@ class ClientBalanceConsumer:
         )
 
     def shutdown(self) -> None:
-        """Release every partition (committing confirmed positions) and stop. Idempotent."""
+        """Release every partition (committing confirmed positions) and stop. Idempotent.
+
+        A callback failure not raised yet (an ``on_revoked`` of the final release among them)
+        is raised as :class:`CallbackError` once the consumer has stopped.
+        """
         with self._state_lock:
             if self._state != _RUNNING or self._run is None:
                 if self._state == _CREATED:
@@ -227,6 +233,7 @@ class ClientBalanceConsumer:
             self._state, self._run = _STOPPED, None
             run.close()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
+        run.keeper.hooks.failures.raise_once()
 
     def __enter__(self) -> Self:
         return self
@@ -237,7 +244,12 @@ class ClientBalanceConsumer:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.shutdown()
+        if exc is None:
+            self.shutdown()
+            return
+        # A callback's failure was logged when it failed; the block's own error is the one to see.
+        with contextlib.suppress(CallbackError):
+            self.shutdown()
 
     def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> Running:
         allowed = (_RUNNING, _STOPPING) if stopping_ok else (_RUNNING,)

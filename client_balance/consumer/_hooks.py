@@ -4,13 +4,16 @@
 starts at), before any of their batches is handed out. ``on_revoked(positions)`` runs when
 partitions are released, after their last batch was confirmed (or rolled back) and before the
 final commit, with the confirmed positions that commit will write: the place to flush state.
+If ``on_revoked`` raises, the partitions are released without that commit (their confirmed
+messages come again to the next holder): the committed offset never passes an unwritten state.
 ``on_lost(positions)`` runs when partitions were taken away with nothing committed (this member
 was fenced, its claim lapsed, or the topic was recreated): key -> the last confirmed position,
 which may be behind what the group has committed since.
 
 Hooks run one at a time, never concurrently with each other. A hook or an ``assigner`` that
 raises is logged with the member and the round, and its error (a :class:`CallbackError`) is
-raised from the application's next call; nothing else stops for it (the aiokafka pattern).
+raised from the application's next call, or by ``shutdown()`` itself; nothing else stops for
+it (the aiokafka pattern).
 """
 
 from __future__ import annotations
@@ -53,9 +56,12 @@ class PartitionHooks:
         """Run ``on_assigned`` for partitions registered now."""
         self._call("on_assigned", positions)
 
-    def revoked(self, positions: Mapping[str, int]) -> None:
-        """Run ``on_revoked`` for partitions about to be released (before their commit)."""
-        self._call("on_revoked", positions)
+    def revoked(self, positions: Mapping[str, int]) -> bool:
+        """Run ``on_revoked`` for partitions about to be released: False if it raised.
+
+        Their commit is then not written: the state it flushes may not have been.
+        """
+        return self._call("on_revoked", positions)
 
     def lost(self, positions: Mapping[str, int]) -> None:
         """Run ``on_lost`` for partitions taken away with nothing committed."""
@@ -80,13 +86,15 @@ class PartitionHooks:
             )
         )
 
-    def _call(self, name: str, positions: Mapping[str, int]) -> None:
+    def _call(self, name: str, positions: Mapping[str, int]) -> bool:
         hook = self._hooks[name]
         if hook is None or not positions:
-            return
+            return True
         view = MappingProxyType(dict(sorted(positions.items())))
         with self._lock:
             try:
                 hook(view)
             except Exception as error:  # whatever the hook raises waits for the next call
                 self.failed(name, error)
+                return False
+        return True

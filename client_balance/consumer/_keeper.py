@@ -128,7 +128,10 @@ class PartitionKeeper:
         wait = _reconcile.RELEASE_WAIT_S if wait_s is None else wait_s
         confirmed = self._fetcher.quiesce(chosen, wait)
         positions = {self._meta.key(tp): position for tp, position in confirmed.items()}
-        (self.hooks.revoked if commit else self.hooks.lost)(positions)
+        if commit:  # a flush that failed: committing would pass a state that was not written
+            commit = self.hooks.revoked(positions)
+        else:
+            self.hooks.lost(positions)
         failures: list[ClientBalanceError] = []
         try:
             for partition in chosen:

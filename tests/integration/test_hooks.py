@@ -155,3 +155,60 @@ def test_a_raising_hook_surfaces_on_the_next_call_and_consumption_goes_on(
         assert "state store unreachable" in str(failed.value)
         batch = consumer.get_message(timeout_s=30)
         assert len(batch.messages) == 10
+
+
+def test_an_on_revoked_that_fails_at_shutdown_is_raised_and_nothing_is_committed_past_it(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """A flush that fails: shutdown() raises CallbackError and the final commit is not written."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
+
+    def flush(positions: Mapping[str, int]) -> None:
+        raise OSError("disk full: state not written")
+
+    consumer = ClientBalanceConsumer(settings, on_revoked=flush)
+    consumer.start([topic], -1, 0, pinned=[f"{topic}:0"])
+    batch = consumer.get_message(timeout_s=30)
+    consumer.confirm(batch.confirm_context)
+    with pytest.raises(CallbackError) as failed:
+        consumer.shutdown()
+    assert failed.value.callback == "on_revoked"
+    assert "disk full" in str(failed.value)
+    assert consumer.is_shutdown()
+    consumer.shutdown()  # raised once; shutting down again is quiet
+    # The start (offset 0) was committed when the partition was registered, the confirm not.
+    assert committed(kafka_bootstrap, settings.group_id, topic, 1) == {0: 0}
+
+
+def test_an_on_revoked_that_fails_in_a_round_leaves_the_commit_to_the_next_holder(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """disconnect() whose flush fails: no commit past the unwritten state, the error raised next."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
+
+    def flush(positions: Mapping[str, int]) -> None:
+        raise OSError("disk full: state not written")
+
+    with ClientBalanceConsumer(settings, on_revoked=flush) as consumer:
+        consumer.start([topic], -1, 0)
+        consumer.connect(f"{topic}:0")
+        batch = consumer.get_message(timeout_s=30)
+        consumer.confirm(batch.confirm_context)
+        consumer.disconnect(f"{topic}:0")
+        assert committed(kafka_bootstrap, settings.group_id, topic, 1) == {0: 0}
+        with pytest.raises(CallbackError):
+            consumer.connect(f"{topic}:0")
+        consumer.connect(f"{topic}:0")
+        again = consumer.get_message(timeout_s=30)
+        assert again.start_offset == 0  # the confirmed but uncommitted batch comes again
+        consumer.confirm(again.confirm_context, consumed=False)
+        with pytest.raises(CallbackError):
+            consumer.shutdown()

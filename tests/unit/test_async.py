@@ -16,6 +16,7 @@ import pytest
 from client_balance import (
     AsyncBatch,
     AsyncClientBalanceConsumer,
+    CallbackError,
     ClientBalanceConsumer,
     ClientBalanceSettings,
     ConfigError,
@@ -474,3 +475,36 @@ def test_every_async_call_takes_the_arguments_of_its_synchronous_twin() -> None:
         if ours != theirs:
             differ[name] = (ours, theirs)
     assert differ == {}
+
+
+class FailingShutdownEngine(FakeEngine):
+    """A shutdown whose final on_revoked failed: it stops, then raises once."""
+
+    def shutdown(self) -> None:
+        """Stop, then raise the callback's failure (once)."""
+        first = not self.stopped
+        self.stopped = True
+        if first:
+            raise CallbackError("on_revoked failed", callback="on_revoked", round_number=3)
+
+
+@pytest.mark.asyncio
+async def test_a_callback_failure_of_shutdown_is_raised_to_the_first_awaiter_only() -> None:
+    """The first shutdown() (or async with's exit) raises the CallbackError; awaiting again not."""
+    consumer = _consumer_over(FailingShutdownEngine())
+    with pytest.raises(CallbackError):
+        await consumer.shutdown()
+    await consumer.shutdown()
+    other = _consumer_over(FailingShutdownEngine())
+    with pytest.raises(CallbackError):
+        async with other:
+            pass
+    await other.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_async_with_left_by_an_error_keeps_that_error_over_a_callback_failure() -> None:
+    """The block's own exception propagates; the shutdown's CallbackError (logged) not over it."""
+    with pytest.raises(KeyError):
+        async with _consumer_over(FailingShutdownEngine()):
+            raise KeyError("the application's own")

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
 from client_balance._deserializers import Deserializer
+from client_balance._logging import get_logger
 from client_balance.consumer._consumer import ClientBalanceConsumer, PartitionKeys
 from client_balance.consumer._hooks import PartitionHook
 from client_balance.consumer._lanes import Lanes
@@ -40,6 +42,13 @@ from client_balance.keys import RESUME_OFFSET, TopicPartition
 from client_balance.settings import ClientBalanceSettings, GroupMode
 
 __all__ = ["AsyncBatch", "AsyncClientBalanceConsumer"]
+
+_log = get_logger("consumer")
+_OWN_TASK_ADVICE = (
+    "create_task, gather, shield (and wait_for before Python 3.12) run get_message in a task "
+    "that hands its batch on when it returns, so cancelling the task that uses the batch does "
+    "not roll it back; bound the wait with get_message(timeout_s=...) or asyncio.timeout()"
+)
 
 
 class AsyncClientBalanceConsumer:
@@ -69,6 +78,7 @@ class AsyncClientBalanceConsumer:
         )  # fmt: skip
         self._lanes = Lanes(self._consumer, max_threads)
         self._closing: asyncio.Future[None] | None = None
+        self._warned_own_task = False
 
     # ------------------------------------------------------------------ cheap, not awaited
     @property
@@ -183,7 +193,16 @@ class AsyncClientBalanceConsumer:
         If the task is cancelled, here or before it settled the batch, the batch is rolled
         back; one that arrives after the wait was cancelled is rolled back too.
         """
-        return await self._lanes.take(check_wait("timeout_s", timeout_s))
+        wait_s = check_wait("timeout_s", timeout_s)
+        task = asyncio.current_task()
+        coroutine = task.get_coro() if task is not None else None
+        # A task that is only this call ends by returning the batch, which hands it on: a
+        # cancel of the task that uses it can no longer roll it back (docs/async.md).
+        own_task = getattr(coroutine, "cr_frame", None) is inspect.currentframe()
+        if own_task and not self._warned_own_task:
+            self._warned_own_task = True
+            _log.warning("get_message awaited in a task of its own", advice=_OWN_TASK_ADVICE)
+        return await self._lanes.take(wait_s)
 
     async def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:
         """``ClientBalanceConsumer.confirm``; ``consumed=False`` has the batch come again.

@@ -508,3 +508,23 @@ async def test_async_with_left_by_an_error_keeps_that_error_over_a_callback_fail
     with pytest.raises(KeyError):
         async with _consumer_over(FailingShutdownEngine()):
             raise KeyError("the application's own")
+
+
+@pytest.mark.asyncio
+async def test_get_message_in_a_task_of_its_own_warns_once_that_cancels_reach_it_no_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """create_task(get_message()) (and wait_for on 3.11): one WARNING; a plain await: none."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    with caplog.at_level(logging.WARNING, logger="client_balance.consumer"):
+        await consumer.get_message()
+        assert not [r for r in caplog.records if "task of its own" in r.getMessage()]
+        await asyncio.create_task(consumer.get_message())
+        await asyncio.gather(consumer.get_message(), consumer.get_message())
+        await asyncio.wait_for(consumer.get_message(), 30)  # its own task before Python 3.12
+    warned = [r for r in caplog.records if "task of its own" in r.getMessage()]
+    assert len(warned) == 1
+    assert "asyncio.timeout()" in warned[0].__dict__["advice"]
+    await consumer.shutdown()

@@ -54,13 +54,31 @@ class ClientGate:
 
     def call(self, action: Callable[[], _T]) -> _T:
         """Make ``action`` (calls on the client) holding the client lock."""
+        self._acquire(-1)
+        return self._make(action)
+
+    def call_within(self, action: Callable[[], object], wait_s: float) -> bool:
+        """Make ``action`` if the lock comes within ``wait_s``; else its next holder makes it.
+
+        For what must not stall behind a call that hangs (a commit to a coordinator that is
+        away holds the lock for as long as it waits): False if ``action`` was queued.
+        """
+        if not self._acquire(wait_s):
+            self.submit(action)
+            return False
+        self._make(action)
+        return True
+
+    def _acquire(self, wait_s: float) -> bool:
         with self._count_lock:
             self._waiting_calls += 1
         try:
-            self._lock.acquire()
+            return self._lock.acquire(timeout=wait_s)
         finally:
             with self._count_lock:
                 self._waiting_calls -= 1
+
+    def _make(self, action: Callable[[], _T]) -> _T:
         try:
             if self.closed:
                 raise stopped("the consumer is closed")

@@ -69,6 +69,7 @@ already goes out at once, as Kafka's ``poll()`` would; librdkafka's ``consume()`
 full batch, which cost the first message of a sparse topic the whole wait (docs/benchmarks.md)."""
 _CALLERS_FETCH_FOR_S = 0.1
 """The background thread stays out of fetching while a caller asked for a batch this recently."""
+_HIGHS_WAIT_S = 0.5  # a scrape's wait for the client: one consume() is at most _IDLE_WAIT_S
 
 
 class Fetcher:
@@ -341,8 +342,14 @@ class Fetcher:
             self._consumer.resume([tp])  # it may have been paused: see the end of _hold
 
     def refresh_highs(self) -> None:
-        """Update each held partition's high watermark from the client's cache (no I/O)."""
-        self._gate.call(lambda: _refresh_highs(self._consumer, self._states(), self._lock))
+        """Update the held partitions' high watermarks from the client's cache, if it is free.
+
+        A metrics scrape asks: it waits for the client at most ``_HIGHS_WAIT_S``, then reports
+        the marks known so far (the refresh is queued), not stall behind a hanging commit.
+        """
+        self._gate.call_within(
+            lambda: _refresh_highs(self._consumer, self._states(), self._lock), _HIGHS_WAIT_S
+        )
 
     def _on_kafka_error(self, error: KafkaError) -> None:
         said = scrub(str(error), self._settings.kafka)

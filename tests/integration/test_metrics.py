@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 import uuid
 from collections import defaultdict
@@ -225,3 +226,33 @@ def test_the_examples_of_the_metrics_doc_run(kafka_bootstrap: str, tmp_path: Pat
         printed.append(done.stdout.strip())
     assert printed[0].startswith("['client_balance_messages_delivered_total{"), printed[0]
     assert printed[1] == "1"
+
+
+def test_a_scrape_does_not_wait_for_a_client_held_by_a_stuck_commit(
+    make_consumer: Callable[..., ClientBalanceConsumer],
+    new_topic: Callable[..., str],
+    kafka_bootstrap: str,
+) -> None:
+    """The lag's watermarks wait for the Kafka client briefly, then the last known ones serve."""
+    topic = new_topic(partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, 30, PARTITIONS)
+    (port,) = free_ports(1)
+    consumer = make_consumer(metrics_port=port)
+    consumer.start([topic], source_count=1, node_id=0)
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert consume_some(consumer, 10)["messages"] >= 10
+    before = per_partition(scrape(url), "client_balance_lag_messages", topic=topic)
+    assert set(before) == set(range(PARTITIONS))
+    client_lock = consumer._run.fetcher._gate._lock  # type: ignore[union-attr]  # what a sync commit to an unreachable coordinator holds
+    scraped, answers = threading.Event(), []
+    with client_lock:  # released only after the scrape came back, or the test gave up
+
+        def scrape_now() -> None:
+            answers.append(scrape(url))
+            scraped.set()
+
+        threading.Thread(target=scrape_now, daemon=True).start()
+        came_back = scraped.wait(20.0)
+    assert came_back, "the scrape waited for the client lock"
+    assert per_partition(answers[0], "client_balance_lag_messages", topic=topic) == before
+    consumer.shutdown()

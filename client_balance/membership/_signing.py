@@ -11,8 +11,11 @@ marked as such (a header, so a tombstone is signed as well as a report or a clai
     b"client-balance-status-v1" 0 writer 0 seq 0 len(key) as 8 bytes, key, (1 value | 0)
 
 A reader with the secret applies a record only if the signature is valid, and only if its
-``seq`` is above every ``seq`` of that writer already applied under that key: a signed record
-copied back into the topic (a replay of an old claim's tombstone, say) changes nothing.
+``seq`` is above every ``seq`` of that writer already applied: a signed record copied back into
+the topic (a replay of an old claim's tombstone, say) changes nothing. One writer's records land
+in the order it wrote them (its producer keeps one request in flight), so one number per writer
+tells a copy, whatever its key: a reader's memory grows with member starts, not with every key
+ever signed.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ class RecordGate:
 
     def __init__(self, secret: bytes | None) -> None:
         self._secret = secret
-        self._seen: dict[bytes, dict[bytes, int]] = {}
-        """Key -> writer -> highest seq applied under it (what a replay is told from)."""
+        self._seen: dict[bytes, int] = {}
+        """Writer -> highest seq applied (what a replay is told from)."""
 
     @property
     def verifies(self) -> bool:
@@ -106,10 +109,9 @@ class RecordGate:
         writer, seq, mac = found.groups()
         if not hmac.compare_digest(mac, _mac(self._secret, writer, seq, key, value)):
             return UNSIGNED
-        applied = self._seen.setdefault(key, {})
-        if int(seq) <= applied.get(writer, -1):
+        if int(seq) <= self._seen.get(writer, -1):
             return REPLAYED
-        applied[writer] = int(seq)
+        self._seen[writer] = int(seq)
         return None
 
     def admit(

@@ -51,6 +51,10 @@ class StatusWriter:
             kafka,
             {
                 "acks": "all",
+                # A retry must not land a write's later batch before its earlier one: readers
+                # tell replays by each writer's sequence (_signing), and a claim is read back
+                # up to its last record.
+                "max.in.flight.requests.per.connection": 1,
                 # No idempotence: acquiring a producer id cost 0.5 s of every start, and a
                 # record written twice by a retry changes nothing (same key, same meaning).
                 # Every write ends in flush(), which sends at once whatever the linger; the

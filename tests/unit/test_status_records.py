@@ -468,3 +468,30 @@ def _unused_pid() -> int:
     while Path(f"/proc/{pid}").exists():
         pid += 1
     return pid
+
+
+def test_the_gate_remembers_one_sequence_per_writer_not_per_key() -> None:
+    """A long-lived signed reader's memory grows with member starts, not with every key signed."""
+    reader = Reader(SECRET)
+    for start in range(50):  # members that joined, claimed 20 partitions each, and left
+        signer, member = RecordSigner(SECRET), f"member-{start}"
+        claims = [claim_key(GROUP, TopicPartition("orders", p), member) for p in range(20)]
+        records = [(member_key(GROUP, member), encoded(report_fields(member)))]
+        records += [(key, b"{}") for key in claims] + [(key, None) for key in claims]
+        records.append((member_key(GROUP, member), None))
+        for key, value in records:
+            assert reader.add(key, value, signer.headers(key, value))
+    assert not reader.state.members
+    assert len(reader.gate._seen) == 50
+
+
+def test_an_older_record_of_a_writer_under_another_key_is_a_replay_too(
+    victim: tuple[Reader, RecordSigner],
+) -> None:
+    """A writer's records land in order: one older than its latest applied is a copy, any key."""
+    reader, signer = victim
+    withdrawal = signer.headers(claim_key(GROUP, P0, "victim"), None)  # older, landing later
+    key, report = member_key(GROUP, "victim"), encoded(report_fields("victim"))
+    assert reader.add(key, report, signer.headers(key, report))
+    assert not reader.add(claim_key(GROUP, P0, "victim"), None, withdrawal)
+    assert reader.state.skipped == {"replayed": 1}

@@ -39,6 +39,10 @@ class MemberClaims:
         self._group, self._id = group, consumer_id
         self._wait_applied = wait_applied
         self._claimed: set[TopicPartition] = set()
+        self._unsure: set[TopicPartition] = set()
+        """Claims whose write failed: they may have landed all the same (an answer lost), and
+        would then refuse everyone the partition for as long as this member lives. Their
+        tombstones go with the next write (harmless for a claim that never landed)."""
         # A re-assertion and a withdrawal must not cross: a claim written again after its
         # withdrawal would hold a released partition for as long as the member lives.
         self._lock = threading.Lock()
@@ -70,11 +74,22 @@ class MemberClaims:
     ) -> tuple[list[tuple[int, int]], dict[TopicPartition, str | None]]:
         if not first and not wanted:
             return [], {}
-        written = self._writer.write([*first, *((self._key(tp), _CLAIM) for tp in wanted)])
+        with self._lock:
+            self._unsure.difference_update(wanted)  # claimed again: this claim decides
+            doubtful = sorted(self._unsure)
+        records = [*first, *self._tombstones(doubtful), *((self._key(tp), _CLAIM) for tp in wanted)]
+        try:
+            written = self._writer.write(records)
+        except Exception:
+            with self._lock:
+                self._unsure.update(wanted)
+            raise
+        self._settled(doubtful)
+        claims = written[len(first) + len(doubtful) :]
         self._wait_applied(written[-1][0])
         verdicts: dict[TopicPartition, str | None] = {}
         with self._reader.lock:
-            for partition, (offset, _) in zip(wanted, written[len(first) :], strict=True):
+            for partition, (offset, _) in zip(wanted, claims, strict=True):
                 verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
         won = [tp for tp, holder in verdicts.items() if holder is None]
         lost = [tp for tp, holder in verdicts.items() if holder is not None]
@@ -82,15 +97,16 @@ class MemberClaims:
             self._claimed.update(won)
         if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
             self.withdraw(lost)
-        return written, verdicts
+        return written[: len(first)] + claims, verdicts
 
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""
         gone = sorted(partitions)
         if gone:
             with self._lock:
-                self._writer.write([(self._key(tp), None) for tp in gone])
+                self._writer.write(self._tombstones(gone))
                 self._claimed.difference_update(gone)
+                self._unsure.difference_update(gone)
 
     def write_report(
         self, report: tuple[bytes, bytes], *, reassert: bool, within_s: float | None = None
@@ -100,15 +116,18 @@ class MemberClaims:
         ``within_s`` bounds the wait (``StatusWriter.write``).
         """
         with self._lock:
-            records: list[tuple[bytes, bytes | None]] = [report]
+            doubtful = sorted(self._unsure)
+            records: list[tuple[bytes, bytes | None]] = [report, *self._tombstones(doubtful)]
             if reassert:
                 records += [(self._key(tp), _CLAIM) for tp in sorted(self._claimed)]
-            return self._writer.write(records, within_s=within_s)[0][0]
+            offset = self._writer.write(records, within_s=within_s)[0][0]
+            self._unsure.difference_update(doubtful)
+            return offset
 
     def withdrawals(self) -> list[tuple[bytes, bytes | None]]:
-        """The tombstones of every standing claim (a clean shutdown writes them)."""
+        """The tombstones of every standing claim, and of every unsure one (a clean shutdown)."""
         with self._lock:
-            return [(self._key(tp), None) for tp in sorted(self._claimed)]
+            return self._tombstones(sorted(self._claimed | self._unsure))
 
     def claimed(self) -> set[TopicPartition]:
         """The partitions claimed and not withdrawn."""
@@ -122,6 +141,13 @@ class MemberClaims:
                 self._claimed.clear()
             else:
                 self._claimed.difference_update(partitions)
+
+    def _settled(self, doubtful: list[TopicPartition]) -> None:
+        with self._lock:
+            self._unsure.difference_update(doubtful)
+
+    def _tombstones(self, partitions: Iterable[TopicPartition]) -> list[tuple[bytes, bytes | None]]:
+        return [(self._key(tp), None) for tp in partitions]
 
     def _key(self, partition: TopicPartition) -> bytes:
         return claim_key(self._group, partition, self._id)

@@ -26,6 +26,7 @@ class FakeWriter:
     def __init__(self, *args: object, timeout_s: float = 1.0, **kwargs: object) -> None:
         self.failing = False
         self.hanging = False
+        self.answers_lost = False  # the records land, the answer does not
         self.timeout_s = timeout_s
         self.bounds: list[float] = []
         self.next_offset = 0
@@ -44,6 +45,8 @@ class FakeWriter:
         taken = list(records)
         self.records += taken
         first, self.next_offset = self.next_offset, self.next_offset + len(taken)
+        if self.answers_lost:
+            raise KafkaClientError("no answer", kafka_code=-185, kafka_name="_TIMED_OUT")
         return [(first + i, 0) for i in range(len(taken))]
 
     def close(self) -> None:
@@ -258,5 +261,28 @@ def test_a_claim_lost_at_the_join_is_withdrawn_at_once(member: StatusMember) -> 
     writer = member._writer
     assert isinstance(writer, FakeWriter)
     assert writer.records[-1] == (claim_key("g", p0, "me"), None)
+    assert member.claimed() == {p1}
+    member.leave()
+
+
+def test_a_claim_whose_answer_was_lost_is_withdrawn_with_the_next_write(
+    member: StatusMember,
+) -> None:
+    """A claim reported failed may have landed: its tombstone goes out, it is never re-asserted.
+
+    It stood in the log, unknown to its member, refusing everyone else the partition.
+    """
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    writer.answers_lost = True
+    with pytest.raises(KafkaClientError):
+        member.claim([p0, p1])
+    writer.answers_lost = False
+    assert member.claimed() == set()
+    assert member.claim([p1]) == {p1: None}  # claimed again: it stands, only p0 goes
+    wait_for(lambda: (claim_key("g", p0, "me"), None) in writer.records)
+    assert (claim_key("g", p1, "me"), None) not in writer.records
     assert member.claimed() == {p1}
     member.leave()

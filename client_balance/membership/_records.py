@@ -111,6 +111,9 @@ class GroupState:
     as unsigned: a member without the secret, if it goes on reporting (or a forger)."""
     _defeated: dict[bytes, None] = field(default_factory=dict)
     """Keys of claims that lost to ``verdicts_of``'s member and are not withdrawn (in order)."""
+    _open_claims: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    """Member -> partitions of its claim records not withdrawn: won, lost or taken over since.
+    All of a dead member's go with it (``dead_records``): compaction keeps each one otherwise."""
     _watched: set[str] = field(default_factory=set)
     """Members alive when last looked at, whose lapse is a change (see ``lapsed``)."""
     _next_lapse_ms: float = float("inf")
@@ -180,11 +183,13 @@ class GroupState:
         if value is None:  # withdrawn
             # No sign of life: the winner of a contest or a reaper may write it for the member.
             self._defeated.pop(key, None)
+            self._open_claims.get(consumer_id, set()).discard(partition)
             if holder is not None and holder.consumer_id == consumer_id:
                 del self.holders[partition]
                 return True
             return False
         self._seen(consumer_id, timestamp_ms, offset)
+        self._open_claims.setdefault(consumer_id, set()).add(partition)
         keep = consumer_id == self.verdicts_of
         if (
             holder is not None
@@ -264,21 +269,25 @@ class GroupState:
     def dead_records(self, now_ms: int, grace_ms: int) -> dict[str, list[bytes]]:
         """Members dead for longer than ``grace_ms`` past their lease -> keys to tombstone.
 
-        The keys are the member's report and its standing claims: compaction keeps a dead
-        member's last records forever otherwise, and every start replays them.
+        The keys are the member's report and every claim of its not withdrawn, held or not:
+        compaction keeps a dead member's last records forever otherwise, and every start
+        replays them (a claim record alone brings the member back to a reader).
         """
         dead = {
             consumer_id
             for consumer_id, member in self.members.items()
             if now_ms - member.last_seen_ms > member.lease_ms + grace_ms
         }
-        keys: dict[str, list[bytes]] = {consumer_id: [] for consumer_id in sorted(dead)}
-        for partition, claim in sorted(self.holders.items()):
-            if claim.consumer_id in dead:
-                keys[claim.consumer_id].append(claim_key(self.group, partition, claim.consumer_id))
-        for consumer_id, member_keys in keys.items():  # the report last: it ends the member
-            member_keys.append(member_key(self.group, consumer_id))
-        return keys
+        return {
+            consumer_id: [
+                *(
+                    claim_key(self.group, partition, consumer_id)
+                    for partition in sorted(self._open_claims.get(consumer_id, ()))
+                ),
+                member_key(self.group, consumer_id),  # the report last: it ends the member
+            ]
+            for consumer_id in sorted(dead)
+        }
 
     def defeated_again(self, keys: list[bytes]) -> None:
         """Hand ``keys`` out again (their tombstones could not be written)."""
@@ -296,6 +305,7 @@ class GroupState:
     ) -> bool:
         if value is None:  # a clean shutdown: the member and its claims are gone
             self.members.pop(consumer_id, None)
+            self._open_claims.pop(consumer_id, None)
             self._watched.discard(consumer_id)
             for partition in [p for p, c in self.holders.items() if c.consumer_id == consumer_id]:
                 del self.holders[partition]

@@ -344,3 +344,24 @@ def test_keys_parse_the_same_whether_short_and_remembered_or_long() -> None:
             assert parse_key(claim_key(GROUP, P1, consumer_id)) == ("claim", GROUP, consumer_id, P1)
     assert parse_key(b"[" * 100_000) is None
     assert parse_key(None) is None
+
+
+def test_dead_records_name_a_dead_members_claim_that_another_member_took_over() -> None:
+    """A lapsed claim superseded by a new holder's is still the dead member's: it is tombstoned.
+
+    Left in the log, every replay brought the dead member back and each reaper reaped it again.
+    """
+    log = Log()
+    log.add(member_key(GROUP, "dead"), report("dead", lease_s=1.0), 0)
+    log.claim("dead", P0, 0)
+    log.add(member_key(GROUP, "taker"), report("taker", lease_s=1.0), 2_000)
+    assert log.claim("taker", P0, 2_000) is None  # the dead member's lease had lapsed
+    log.add(member_key(GROUP, "taker"), report("taker", lease_s=1.0), 9_000)
+    assert log.state.dead_records(9_000, grace_ms=5_000) == {
+        "dead": [claim_key(GROUP, P0, "dead"), member_key(GROUP, "dead")]
+    }
+    log.add(claim_key(GROUP, P0, "dead"), None, 9_001)  # the reaper's tombstones
+    log.add(member_key(GROUP, "dead"), None, 9_001)
+    assert log.state.dead_records(20_000, grace_ms=5_000) == {"taker": [
+        claim_key(GROUP, P0, "taker"), member_key(GROUP, "taker")
+    ]}  # fmt: skip

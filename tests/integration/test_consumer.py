@@ -121,6 +121,31 @@ def test_confirm_false_redelivers_the_same_batch(
     assert committed_offset(kafka_bootstrap, consumer.settings.group_id, topic) == 50
 
 
+def test_another_consumers_context_confirms_nothing_here(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """Two consumers on one partition (two groups): one's context is refused by the other, 400.
+
+    Every consumer numbered its batches from 1, so A's first context confirmed B's first batch,
+    whose messages B's application never processed, and B's group committed past them.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    first, second = make_consumer(batch_max_messages=10), make_consumer(batch_max_messages=30)
+    for consumer in (first, second):
+        consumer.start([topic], source_count=0)
+        consumer.connect(f"{topic}:0")
+    theirs = first.get_message(timeout_s=10)
+    mine = second.get_message(timeout_s=10)
+    assert theirs.key == mine.key
+    with pytest.raises(InvalidConfirmContextError, match="names no batch"):
+        second.confirm(theirs.confirm_context)
+    second.confirm(mine.confirm_context, consumed=False)
+    assert committed_offset(kafka_bootstrap, second.settings.group_id, topic) in (-1001, 0)
+
+
 def test_stale_and_malformed_confirm_contexts_are_refused(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],

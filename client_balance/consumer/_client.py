@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from client_balance._kafka import stopped
+from client_balance._kafka import Consumer, KafkaException, kafka_tp, stopped
 from client_balance._logging import get_logger
+from client_balance.consumer._buffers import HeldPartition
 from client_balance.errors import ClientBalanceError
 
-__all__ = ["ClientGate"]
+__all__ = ["ClientGate", "refresh_highs"]
 
 _T = TypeVar("_T")
 _log = get_logger("fetch")
+_HIGHS_WAIT_S = 0.5  # a scrape's wait for the client; one consume() lasts at most 0.5 s
 
 
 class ClientGate:
@@ -115,3 +117,30 @@ class ClientGate:
                 action()
             except ClientBalanceError as error:
                 _log.warning("background call failed", error=str(error))
+
+
+def refresh_highs(
+    gate: ClientGate,
+    consumer: Consumer,
+    states: Callable[[], Iterable[HeldPartition]],
+    lock: threading.Condition,
+) -> None:
+    """Update the held partitions' high watermarks from the client's cache (no I/O).
+
+    A metrics scrape asks: it waits for the client at most ``_HIGHS_WAIT_S``, then reports the
+    marks known so far (the refresh is queued), not stall behind a hanging commit.
+    """
+    gate.call_within(lambda: _refresh_highs(consumer, states(), lock), _HIGHS_WAIT_S)
+
+
+def _refresh_highs(
+    consumer: Consumer, states: Iterable[HeldPartition], lock: threading.Condition
+) -> None:
+    for state in states:
+        try:
+            _, high = consumer.get_watermark_offsets(kafka_tp(state.partition), cached=True)
+        except KafkaException:
+            continue
+        with lock:
+            if high >= 0:
+                state.high = int(high)

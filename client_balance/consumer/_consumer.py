@@ -34,7 +34,6 @@ from client_balance._deserializers import Deserializer
 from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance._metrics import check_metrics
-from client_balance.consumer import _reconcile
 from client_balance.consumer._hooks import PartitionHook, PartitionHooks
 from client_balance.consumer._launch import Running, launch
 from client_balance.consumer._parse import (
@@ -211,8 +210,7 @@ class ClientBalanceConsumer:
     def shutdown(self) -> None:
         """Release every partition (committing confirmed positions) and stop. Idempotent.
 
-        A callback failure not raised yet (an ``on_revoked`` of the final release among them)
-        is raised as :class:`CallbackError` once the consumer has stopped.
+        Then raises a callback failure not raised yet (the final ``on_revoked``'s, say).
         """
         with self._state_lock:
             if self._state != _RUNNING or self._run is None:
@@ -221,13 +219,8 @@ class ClientBalanceConsumer:
                 return
             self._state = _STOPPING
             run = self._run
-        run.keeper.stopping = True
         try:
-            run.reconciler.stop()
-            try:
-                run.keeper.release_for_shutdown()  # on_revoked, then the final commits
-            finally:
-                run.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
+            run.stop()
         finally:
             # Dropped: its admin client (it has no close()) goes with the last reference.
             self._state, self._run = _STOPPED, None
@@ -244,11 +237,8 @@ class ClientBalanceConsumer:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is None:
-            self.shutdown()
-            return
-        # A callback's failure was logged when it failed; the block's own error is the one to see.
-        with contextlib.suppress(CallbackError):
+        # A callback's failure (logged when it failed) must not hide the block's own error.
+        with contextlib.suppress(*(() if exc is None else (CallbackError,))):
             self.shutdown()
 
     def _running(self, *, raise_failures: bool = True, stopping_ok: bool = False) -> Running:

@@ -26,7 +26,6 @@ from typing import Any
 
 from client_balance._failure import FailureSlot, keep_running
 from client_balance._kafka import (
-    Consumer,
     KafkaError,
     KafkaException,
     Message,
@@ -45,7 +44,7 @@ from client_balance.consumer._buffers import (
     Settled,
     why_nothing,
 )
-from client_balance.consumer._client import ClientGate
+from client_balance.consumer._client import ClientGate, refresh_highs
 from client_balance.consumer._commits import Committer
 from client_balance.consumer._retention import restart_out_of_range
 from client_balance.consumer._shelf import Shelf
@@ -69,7 +68,6 @@ already goes out at once, as Kafka's ``poll()`` would; librdkafka's ``consume()`
 full batch, which cost the first message of a sparse topic the whole wait (docs/benchmarks.md)."""
 _CALLERS_FETCH_FOR_S = 0.1
 """The background thread stays out of fetching while a caller asked for a batch this recently."""
-_HIGHS_WAIT_S = 0.5  # a scrape's wait for the client: one consume() is at most _IDLE_WAIT_S
 
 
 class Fetcher:
@@ -342,14 +340,8 @@ class Fetcher:
             self._consumer.resume([tp])  # it may have been paused: see the end of _hold
 
     def refresh_highs(self) -> None:
-        """Update the held partitions' high watermarks from the client's cache, if it is free.
-
-        A metrics scrape asks: it waits for the client at most ``_HIGHS_WAIT_S``, then reports
-        the marks known so far (the refresh is queued), not stall behind a hanging commit.
-        """
-        self._gate.call_within(
-            lambda: _refresh_highs(self._consumer, self._states(), self._lock), _HIGHS_WAIT_S
-        )
+        """Update the held partitions' high watermarks from the client's cache (no I/O)."""
+        refresh_highs(self._gate, self._consumer, self._states, self._lock)
 
     def _on_kafka_error(self, error: KafkaError) -> None:
         said = scrub(str(error), self._settings.kafka)
@@ -382,16 +374,3 @@ class Fetcher:
 
 def _consuming_failed(error: KafkaError, kafka: Mapping[str, Any]) -> ClientBalanceError:
     return from_kafka_exception(KafkaException(error), "consuming", kafka=kafka)
-
-
-def _refresh_highs(
-    consumer: Consumer, states: Iterable[HeldPartition], lock: threading.Condition
-) -> None:
-    for state in states:
-        try:
-            _, high = consumer.get_watermark_offsets(kafka_tp(state.partition), cached=True)
-        except KafkaException:
-            continue
-        with lock:
-            if high >= 0:
-                state.high = int(high)

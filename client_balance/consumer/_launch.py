@@ -11,6 +11,7 @@ from client_balance._deserializers import Deserializer
 from client_balance._kafka import AdminOwner, admin_client, group_client
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
+from client_balance.consumer import _reconcile
 from client_balance.consumer._buffers import Batch, Settled
 from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
@@ -138,6 +139,15 @@ class Running:
                 return
         self.fetcher.settle(batch.partition, batch.token, consumed=False)
         raise error
+
+    def stop(self) -> None:
+        """Stop reconciling, release every partition (on_revoked, final commits), stop fetching."""
+        self.keeper.stopping = True
+        self.reconciler.stop()
+        try:
+            self.keeper.release_for_shutdown()  # on_revoked, then the final commits
+        finally:
+            self.fetcher.close(_reconcile.RELEASE_WAIT_S)  # read now: tests shorten it
 
     def close(self) -> None:
         """After the fetcher: leave the group, close the dead-letter producer and the metrics.

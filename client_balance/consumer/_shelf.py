@@ -16,7 +16,7 @@ calls (pausing a partition) that the shelf asks for.
 from __future__ import annotations
 
 import itertools
-import secrets
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -68,7 +68,7 @@ class Shelf:
         # From a random start, not 1: a context of another consumer, or of one shut down in
         # this process (a stale worker thread), must name no batch here. 52 bits stay exact
         # in a JSON number or a double, wherever an application stores its contexts.
-        self._tokens = itertools.count(secrets.randbits(52) + 1)
+        self._tokens = itertools.count((int.from_bytes(os.urandom(7), "big") >> 4) + 1)
 
     def may_fetch(self, *, for_caller: bool = False) -> bool:
         """Whether a fetch could buffer anything now; ``for_caller``: hand anything out now.

@@ -207,9 +207,8 @@ class Fetcher:
 
     def take_batch(self, timeout_s: float) -> Batch | int:
         """The next batch, round robin over partitions; else why not (406/407/408)."""
-        # A caller is here: the fetch thread stays out (``_run``), even while the buffers it
-        # filled last a while. Had it gone on fetching, every batch would pass from its
-        # thread to the caller's, at a fifth of the throughput (docs/design-decisions.md).
+        # A caller is here: the fetch thread stays out (``_run``). Had it fetched on, every
+        # batch would pass from its thread to the caller's, at a fifth of the throughput.
         self._last_caller_fetch_s = time.monotonic()
         deadline = None
         while True:
@@ -219,14 +218,14 @@ class Fetcher:
                 if batch is not None:
                     self._resume_if_drained(batch.partition)
                     return batch
-                deadline = deadline or Deadline(timeout_s)
-                left = deadline.left_s()
-                if left <= 0 or self._stopping.is_set():
+                polled, deadline = deadline is not None, deadline or Deadline(timeout_s)
+                left = deadline.left_s()  # a get_message(0) fetches once, waiting for nothing
+                if (left <= 0 and polled) or self._stopping.is_set():
                     return why_nothing(self._held.values())
                 fetching = self.shelf.may_fetch(for_caller=True)
                 released = self._gate.releases
             taken: list[Batch] = []
-            fetch = partial(self._fetch_once, min(left, _CALLER_CONSUME_WAIT_S), taken)
+            fetch = partial(self._fetch_once, min(max(left, 0.0), _CALLER_CONSUME_WAIT_S), taken)
             if fetching and self._gate.try_fetch(fetch):
                 if taken:
                     self._resume_if_drained(taken[0].partition)

@@ -785,3 +785,31 @@ def test_partition_meta_has_watermarks_and_holders_of_every_configured_partition
     first, second = meta[f"1:{topic}:0"], meta[f"1:{topic}:1"]
     assert (first.low, first.high, first.holder) == (5, 20, None)
     assert (second.low, second.high, second.holder) == (0, 0, consumer.consumer_id)
+
+
+def test_polling_with_no_wait_gets_what_is_there(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_consumer: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """get_message(0) in a loop hands out the messages: it fetches what librdkafka has queued.
+
+    It never fetched, and kept the fetch thread out, so a polling application got nothing ever.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(100)])
+    consumer = make_consumer(batch_max_messages=10)
+    consumer.start([topic], source_count=0)
+    consumer.connect(f"{topic}:0", 0)
+    seen: list[int] = []
+    for _ in range(3_000):  # 30 s at most of polling every 10 ms
+        try:
+            batch = consumer.get_message(timeout_s=0)
+        except NoMessageError:
+            time.sleep(0.01)  # the application's other work
+            continue
+        seen += offsets_of(batch)
+        consumer.confirm(batch.confirm_context)
+        if len(seen) == 100:
+            break
+    assert seen == list(range(100))

@@ -55,7 +55,6 @@ from client_balance.consumer._setup import CLIENT_VERSION, Assigner, MemberSetup
 from client_balance.errors import (
     CallbackError,
     ConfigError,
-    InvalidConfirmContextError,
     NoMessageError,
     NotStartedError,
 )
@@ -333,16 +332,13 @@ class ClientBalanceConsumer:
         partition, token = parse_context(confirm_context)
         consumed = check_flag("consumed", consumed)
         run = self._running(raise_failures=False, stopping_ok=True)
-        settled = run.fetcher.settle(partition, token, consumed)
-        if settled is None:
-            raise InvalidConfirmContextError(
-                f"confirm context {confirm_context!r} names no batch that is out: it was "
-                "confirmed already, or its partition was released and the batch rolled back",
-                context=confirm_context,
-            )
-        key = run.meta.key(partition)
-        run.settled(partition, key, consumed, settled)  # may raise: rolled back anyway
-        return ConfirmResult(key, consumed, settled.position, settled.committed)
+        return run.confirm(confirm_context, partition, token, consumed)
+
+    def _give_back(self, confirm_context: str) -> None:
+        """Roll back a batch the application never received: no redelivery (``_lanes``)."""
+        partition, token = parse_context(confirm_context)
+        run = self._running(raise_failures=False, stopping_ok=True)
+        run.confirm(confirm_context, partition, token, consumed=False, counted=False)
 
     def batches(self, timeout_s: float = 1.0) -> Iterator[Batch]:
         """Batches until shutdown, for ``for batch in consumer.batches(): ...; batch.confirm()``."""

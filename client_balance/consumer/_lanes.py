@@ -48,6 +48,9 @@ class Engine(Protocol):
     def confirm(self, confirm_context: str, consumed: bool = ...) -> ConfirmResult:
         """Settle a batch."""
 
+    def _give_back(self, confirm_context: str) -> None:
+        """Roll back a batch the application never received (no redelivery counted)."""
+
 
 class Lanes:
     """Runs an engine's calls on its two thread lanes; tracks which task holds which batch.
@@ -168,17 +171,20 @@ class Lanes:
     def _roll_back_result(self, future: Future[ConsumeResult]) -> None:
         # From the calls thread that ran get_message, or the loop if it had finished already.
         if not future.cancelled() and future.exception() is None:
-            self._submit_roll_back(future.result().confirm_context)
+            self._submit_roll_back(future.result().confirm_context, received=False)
 
-    def _submit_roll_back(self, confirm_context: str) -> None:
+    def _submit_roll_back(self, confirm_context: str, *, received: bool = True) -> None:
         try:
-            self._settles.submit(self._roll_back, confirm_context)
+            self._settles.submit(self._roll_back, confirm_context, received)
         except RuntimeError:  # the lanes closed: the engine stopped and rolled back what was out
             _log.debug("rollback after close", context=confirm_context)
 
-    def _roll_back(self, confirm_context: str) -> None:
+    def _roll_back(self, confirm_context: str, received: bool) -> None:
         try:
-            self._engine.confirm(confirm_context, consumed=False)
+            if received:  # the application had it: a rollback like any other
+                self._engine.confirm(confirm_context, consumed=False)
+            else:
+                self._engine._give_back(confirm_context)
         except ClientBalanceError as error:
             # Settled or released meanwhile, the consumer stopped, or past max_redeliveries
             # (rolled back all the same): there is nobody left to raise it to.

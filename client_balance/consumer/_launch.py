@@ -12,7 +12,7 @@ from client_balance._kafka import AdminOwner, admin_client, group_client
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer import _reconcile
-from client_balance.consumer._buffers import Batch, Settled
+from client_balance.consumer._buffers import Batch
 from client_balance.consumer._decode import Decoder
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
@@ -21,13 +21,14 @@ from client_balance.consumer._keeper import PartitionKeeper, check_pins
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._reconcile import Reconciler
 from client_balance.consumer._redelivery import Redeliveries
-from client_balance.consumer._results import ConsumeResult
+from client_balance.consumer._results import ConfirmResult, ConsumeResult
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._starts import AHEAD_WAIT_S
 from client_balance.consumer._targets import TargetPlanner
 from client_balance.errors import (
     ClientBalanceError,
     DeserializationError,
+    InvalidConfirmContextError,
     NoMessageError,
     RedeliveryLimitError,
 )
@@ -162,13 +163,29 @@ class Running:
             self.admin.close()
             self.recorder.close()
 
-    def settled(self, partition: TopicPartition, key: str, consumed: bool, at: Settled) -> None:
-        """A batch was confirmed, or rolled back (the redelivery limit may raise)."""
+    def confirm(
+        self, context: str, partition: TopicPartition, token: int, consumed: bool,
+        *, counted: bool = True,
+    ) -> ConfirmResult:  # fmt: skip
+        """Confirm or roll back the batch ``token`` (the redelivery limit may raise).
+
+        A rollback not ``counted`` is no redelivery: the application never received the batch
+        (the async wait for it was cancelled), so ``max_redeliveries`` must not skip it.
+        """
+        at = self.fetcher.settle(partition, token, consumed)
+        if at is None:
+            raise InvalidConfirmContextError(
+                f"confirm context {context!r} names no batch that is out: it was "
+                "confirmed already, or its partition was released and the batch rolled back",
+                context=context,
+            )
+        key = self.meta.key(partition)
         self.recorder.settled(partition, consumed, at.position)
         if consumed:
             self.redeliveries.confirmed(partition)
-        else:
+        elif counted:  # may raise: the batch is rolled back all the same
             self.redeliveries.rolled_back(partition, at.position, at.batch_end, key)
+        return ConfirmResult(key, consumed, at.position, at.committed)
 
 
 def launch(

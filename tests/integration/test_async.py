@@ -235,3 +235,46 @@ async def test_a_task_group_of_nodes_consumes_a_topic_exactly_once(
     assert all(len(held) == 2 for held in partitions_of.values())
     group_id = settings.group_id
     assert sum(committed_offset(kafka_bootstrap, group_id, topic, p) for p in range(6)) == 600
+
+
+async def test_batches_that_came_after_their_wait_was_cancelled_are_no_redeliveries(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given back, not counted: three cancelled waits do not make the policy skip the batch.
+
+    Each was rolled back through confirm(consumed=False), which counted towards
+    max_redeliveries, so a batch the application never saw was skipped and committed past.
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    settings = kafka_settings(max_redeliveries=1, redelivery_policy="skip", commit="sync")
+    async with AsyncClientBalanceConsumer(settings) as consumer:
+        await consumer.start([topic], -1, 0, pinned=[f"{topic}:0"])
+        engine, took, let_go = consumer.consumer, threading.Event(), threading.Event()
+        engine_get_message = engine.get_message
+
+        def late_get_message(timeout_s: float = 10.0) -> ConsumeResult:
+            batch = engine_get_message(timeout_s)
+            took.set()
+            assert let_go.wait(30), "the test never let the batch come"
+            return batch
+
+        monkeypatch.setattr(engine, "get_message", late_get_message)
+        for _ in range(3):
+            took.clear()
+            let_go.clear()
+            waiting = asyncio.create_task(consumer.get_message(timeout_s=30))
+            assert await asyncio.to_thread(took.wait, 30)
+            waiting.cancel()  # the thread has the batch; it comes after the wait ended
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            let_go.set()
+            await asyncio.sleep(0.2)  # its rollback reaches the engine
+        monkeypatch.undo()
+        batch = await consumer.get_message(timeout_s=30)
+        assert (batch.start_offset, len(batch.messages)) == (0, 10)
+        await consumer.confirm(batch.confirm_context)
+    assert committed_offset(kafka_bootstrap, settings.group_id, topic) == 10

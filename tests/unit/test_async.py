@@ -41,6 +41,7 @@ class FakeEngine:
         self.confirm_may_go.set()
         self.calls = 0
         self.settled: list[tuple[str, bool]] = []
+        self.given_back: list[str] = []
         self._tokens = itertools.count(1)
         self.stopped = False
 
@@ -58,6 +59,10 @@ class FakeEngine:
         assert self.confirm_may_go.wait(30), "the test never let confirm return"
         self.settled.append((confirm_context, consumed))
         return ConfirmResult("0:t:0", consumed, 0, False)
+
+    def _give_back(self, confirm_context: str) -> None:
+        """Record the batch given back (never received), apart from the rollbacks."""
+        self.given_back.append(confirm_context)
 
     def is_shutdown(self) -> bool:
         """Whether shutdown() ran."""
@@ -79,7 +84,10 @@ async def _closed(lanes: Lanes) -> None:
 
 @pytest.mark.asyncio
 async def test_a_get_message_cancelled_while_it_runs_rolls_back_what_it_brings() -> None:
-    """The call goes on in its thread; the batch it returns after the cancel goes back."""
+    """The call goes on in its thread; the batch it returns after the cancel is given back.
+
+    Given back, not rolled back: the application never had it, so it is no redelivery.
+    """
     engine = FakeEngine()
     lanes = Lanes(engine, max_threads=2)
     waiting = asyncio.create_task(lanes.take(10.0))
@@ -89,7 +97,7 @@ async def test_a_get_message_cancelled_while_it_runs_rolls_back_what_it_brings()
         await waiting
     engine.open.set()
     await _closed(lanes)
-    assert engine.settled == [("0:t:0:1", False)]
+    assert (engine.settled, engine.given_back) == ([], ["0:t:0:1"])
 
 
 @pytest.mark.asyncio

@@ -88,6 +88,9 @@ class HeldPartition:
     rewinding: bool = False
     high: int | None = None
     updated_s: float = field(default_factory=time.time)
+    evicted: bool = False
+    """Its buffer was dropped while its batch was out, for partitions that had nothing
+    (``Shelf._evict``): paused until that batch is settled, then fetched again from there."""
     lost_to_retention: int = 0
     """Offsets retention deleted before they were delivered (see ``_retention``)."""
     announced: bool = True

@@ -11,8 +11,10 @@ commits confirmed positions on the interval.
 Per partition the fetcher keeps a buffer of fetched messages (``_shelf``) and at most one
 batch out (``take_batch`` .. ``settle``). A partition whose buffer is full is paused until the
 application catches up; once the buffers of all partitions hold ``max_buffered_bytes``, nobody
-fetches until batches are taken out of them. Positions are Kafka's "next message to read"; only
-confirmed positions are ever committed, so delivery is at least once and a crash loses nothing.
+fetches until batches are taken out of them, or, if only partitions whose batch is out hold
+them, a caller fetches for the others in their place (``Shelf.stuck``). Positions are Kafka's
+"next message to read"; only confirmed positions are ever committed, so delivery is at least
+once and a crash loses nothing.
 """
 
 from __future__ import annotations

@@ -79,5 +79,5 @@ def restart_out_of_range(
         if topic is None or number is None or position is None:
             continue
         state = held.get(TopicPartition(topic, number))
-        if state is not None and not (state.releasing or state.rewinding):
+        if state is not None and not (state.releasing or state.rewinding or state.evicted):
             restart_at_log_start(consumer, state, position, timeout_s)

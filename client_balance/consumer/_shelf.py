@@ -2,7 +2,10 @@
 
 What one ``consume()`` returned is shared out to the partitions' buffers, and batches are
 taken off round robin over the partitions that have data and no batch out. The bytes buffered
-across all partitions are kept within ``max_buffered_bytes`` (:class:`ByteBudget`).
+across all partitions are kept within ``max_buffered_bytes`` (:class:`ByteBudget`). Once
+only partitions whose batch is out fill it, they are paused, and their buffers are dropped if
+a caller's fetch brings another partition's messages (``stuck``): one slow batch never stops
+the other partitions.
 
 A caller's own fetch hands the first run it can out at once, without buffering it: with one
 application thread almost every batch of 100 messages or more goes that way, and only what
@@ -77,9 +80,11 @@ class Shelf:
         only until one of them has a batch waiting, which is all the first message needs:
         the rest waits in librdkafka's queue, where it costs no Python objects and no CPU
         taken from the threads joining the group. A caller does not fetch for them at all.
+        With the budget full a caller still fetches while the shelf is ``stuck``: what it
+        brings then takes the place of the buffers of batches out (``share_out``).
         """
         if not self.budget.has_room():
-            return False
+            return for_caller and self.stuck()
         states = self._held.values()
         if any(not s.paused and s.announced for s in states):
             return True
@@ -121,6 +126,8 @@ class Shelf:
         if consumed:
             state.confirmed = batch.end if until is None else until
         rewind_to = until if consumed else batch.start
+        if state.evicted:  # what followed the batch was dropped: fetch it again from there
+            rewind_to, state.evicted = state.confirmed, False
         if rewind_to is not None:
             self.drop(state)
             state.rewinding = True  # nothing fetched before the rewind may be buffered
@@ -130,7 +137,7 @@ class Shelf:
 
     def drained(self, state: HeldPartition) -> bool:
         """Whether a partition paused for a full buffer may be resumed now."""
-        return state.paused and state.buffered < self.buffer_max // 2
+        return state.paused and not state.evicted and state.buffered < self.buffer_max // 2
 
     def drop(self, state: HeldPartition) -> None:
         """Forget ``state``'s buffer (a rewind or a release)."""
@@ -143,14 +150,15 @@ class Shelf:
         hand a batch out now goes straight into it as that batch (its first ``batch_max``
         messages, when a ``consume()`` asked for several small batches).
         """
+        # A fetch past a full budget is a stuck caller's: batches out give their buffers up.
+        to_pause = [] if self.budget.has_room() else self._evict()
         self.budget.saw(messages)
-        to_pause = []
         start = 0
         for key, length in split_runs(messages, self.topics_assigned):
             run = messages if length == len(messages) else messages[start : start + length]
             start += length
             state = self._held.get(key)  # type: ignore[call-overload]  # a plain tuple matches
-            if state is None or state.releasing or state.rewinding:
+            if state is None or state.releasing or state.rewinding or state.evicted:
                 continue
             if taken is not None and not taken and self._takes_directly(state):
                 token = next(self._tokens)
@@ -166,7 +174,48 @@ class Shelf:
             self.budget.add(size)
             if state.add_run(run, len(run), size, self.buffer_max):
                 to_pause.append(state.partition)
+        if not self.budget.has_room() and self.stuck():
+            to_pause += self._hold_back()
         return to_pause
+
+    def stuck(self) -> bool:
+        """Whether only batches out hold buffers while some partition has nothing buffered.
+
+        With the budget full, no fetch would run until one of those batches is settled, however
+        long its work takes, and the partitions with nothing buffered would get nothing.
+        """
+        states = self._held.values()
+        return (
+            not any(s.can_hand_out for s in states)
+            and any(s.batch is not None and s.buffer for s in states)
+            and any(map(_waiting, states))
+        )
+
+    def _hold_back(self) -> list[TopicPartition]:
+        # Paused, their buffers kept: if no other partition has data, the confirm resumes them
+        # (``drained``) and nothing is fetched twice.
+        held = [s for s in self._held.values() if s.batch is not None and s.buffer and not s.paused]
+        for state in held:
+            state.paused = True
+        return [state.partition for state in held]
+
+    def _evict(self) -> list[TopicPartition]:
+        # Dropped, for another partition's messages: each is fetched again from its confirmed
+        # position once its batch is settled (``settle``).
+        evicted = [s for s in self._held.values() if s.batch is not None and s.buffer]
+        for state in evicted:
+            self.drop(state)
+            state.evicted = state.paused = True
+        return [state.partition for state in evicted]
 
     def _takes_directly(self, state: HeldPartition) -> bool:
         return state.announced and state.batch is None and not state.buffer and self.lease_ok()
+
+
+def _waiting(state: HeldPartition) -> bool:
+    # Nothing buffered, and a fetch may bring it something (its batch may be out).
+    return (
+        state.announced
+        and not state.buffer
+        and not (state.paused or state.releasing or state.rewinding or state.evicted)
+    )

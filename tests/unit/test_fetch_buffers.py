@@ -141,6 +141,110 @@ def test_a_batch_taken_across_runs_counts_out_exactly_its_bytes() -> None:
     assert shelf.budget.used == held[T0].buffered_bytes == 400
 
 
+class _Logs:
+    """librdkafka as a shelf sees it: two partitions' logs, a fetch position each, pauses."""
+
+    def __init__(self, length: int, size: int) -> None:
+        self.length, self.size = length, size
+        self.next = {0: 0, 1: 0}
+        self.paused: set[int] = set()
+
+    def fetch(self, count: int) -> list[Any]:
+        """One consume() of ``count``: a run of each partition not paused, half each."""
+        messages: list[Any] = []
+        for partition in (0, 1):
+            if partition in self.paused:
+                continue
+            share = count - len(messages) if partition else max(1, count // 2)
+            start = self.next[partition]
+            end = min(start + share, self.length)
+            messages += _messages(partition, range(start, end), self.size)
+            self.next[partition] = end
+        return messages
+
+
+def _fetch_into(shelf: Shelf, logs: _Logs) -> None:
+    # What the fetcher does when it finds nothing to take: fetch if it may, pause as told.
+    assert shelf.may_fetch(for_caller=True), "nothing to hand out, no fetch: all partitions wait"
+    messages = logs.fetch(shelf.fetch_count())
+    if messages:
+        logs.paused.update(tp.partition for tp in shelf.share_out(messages, None))
+
+
+def _take_all(shelf: Shelf, logs: _Logs, partition: TopicPartition, count: int) -> list[int]:
+    # Takes and confirms batches until ``count`` messages of ``partition`` came.
+    offsets: list[int] = []
+    for _ in range(10 * count):
+        if len(offsets) >= count:
+            break
+        batch = shelf.take()
+        if batch is None:
+            _fetch_into(shelf, logs)
+            continue
+        assert batch.partition == partition
+        offsets += [m.offset() for m in batch.messages]
+        shelf.settle(shelf._held[partition], consumed=True, until=None)
+    return offsets
+
+
+@pytest.mark.parametrize(
+    ("consumed", "until", "goes_on_at"), [(True, None, 10), (False, None, 0), (True, 4, 4)]
+)
+def test_a_batch_held_out_stalls_no_other_partition_and_its_own_goes_on_where_settled(
+    consumed: bool, until: int | None, goes_on_at: int
+) -> None:
+    """A batch out stalls no other partition; its own goes on from exactly where it settled."""
+    # Partition 0's batch out unconfirmed while the budget fills: partition 1 still comes in
+    # full, in order; once settled (confirmed, rolled back, confirmed in part), partition 0
+    # goes on from exactly its confirmed position, no gap, no duplicate, within the bound.
+    shelf, held = _shelf(limit=64 * KIB, batch_max=10)
+    logs = _Logs(length=300, size=1000)
+    slow: list[Any] = []
+    shelf.share_out(_messages(0, range(10), 1000), slow)  # a caller's fetch: the slow batch
+    logs.next[0] = 10
+    assert [(b.partition, b.start, b.end) for b in slow] == [(T0, 0, 10)]
+    assert _take_all(shelf, logs, T1, 300) == list(range(300))
+    _, rewind_to = shelf.settle(held[T0], consumed, until)
+    if rewind_to is not None:  # what Fetcher._rewind does: fetch it again from there
+        shelf.drop(held[T0])
+        held[T0].paused = held[T0].rewinding = False
+        logs.next[0] = rewind_to
+        logs.paused.discard(0)
+    assert _take_all(shelf, logs, T0, 300 - goes_on_at) == list(range(goes_on_at, 300))
+    assert shelf.budget.peak <= 64 * KIB
+
+
+def test_no_buffer_is_dropped_while_another_partition_has_a_batch_to_hand_out() -> None:
+    """A full budget with a batch to take drains by taking it: nothing is fetched twice."""
+    shelf, held = _shelf(limit=64 * KIB, batch_max=10)
+    shelf.share_out(_messages(0, range(10), 1000), [])  # partition 0's batch goes out
+    shelf.share_out(_messages(0, range(10, 40), 1000) + _messages(1, range(35), 1000), None)
+    assert not shelf.may_fetch()
+    assert (held[T0].buffered, held[T1].buffered) == (30, 35)
+    batch = shelf.take()
+    assert batch is not None
+    assert batch.partition == T1
+    assert held[T0].buffered == 30
+
+
+def test_with_the_other_partition_idle_a_batch_out_pauses_and_keeps_its_buffer() -> None:
+    """Nothing for the idle partition: the slow one is paused, not dropped, and goes on after."""
+    shelf, held = _shelf(limit=64 * KIB, batch_max=10)
+    shelf.share_out(_messages(0, range(10), 1000), [])  # partition 0's batch goes out
+    assert shelf.share_out(_messages(0, range(10, 75), 1000), None) == [T0]
+    assert held[T0].paused
+    assert shelf.may_fetch(for_caller=True)  # a caller may look for partition 1's messages
+    assert not shelf.may_fetch()  # the fetch thread may not
+    _, rewind_to = shelf.settle(held[T0], consumed=True, until=None)  # partition 1 had none
+    assert rewind_to is None
+    assert shelf.drained(held[T0])
+    batch = shelf.take()
+    assert batch is not None
+    assert (batch.partition, batch.start, [m.offset() for m in batch.messages]) == (
+        T0, 10, list(range(10, 20))
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("partitions", "runs"),
     [

@@ -97,8 +97,10 @@ class Committer:
         """
         if self._coordinator_away():
             return False  # the interval's commit makes it once the coordinator is back
-        try:
-            return bool(through_gate(lambda: self.commit_held([state])))
+        try:  # asked again at the lock: the commit this one queued behind may have failed
+            return bool(
+                through_gate(lambda: not self._coordinator_away() and self.commit_held([state]))
+            )
         except GroupInUseError:
             raise
         except KafkaClientError as error:
@@ -191,8 +193,9 @@ class Committer:
             self._last_recommit_s = now
         try:
             states = self._held()
-            if states:
-                call(lambda: (self.commit_held if everything else self.commit_due)(states))
+            commit = self.commit_held if everything else self.commit_due
+            if states:  # the window asked again at the lock, as for a sync confirm
+                call(lambda: None if self._coordinator_away() else commit(states))
         except GroupInUseError as error:
             fail(error)
         except KafkaClientError as error:

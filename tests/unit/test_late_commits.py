@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -179,3 +180,45 @@ def test_commits_wait_out_a_coordinator_that_was_away_instead_of_holding_the_cli
     assert attempts == [0.0, 5.0, 15.0]
     assert consumer.commits == [[7]]
     assert states[0].committed == 7
+
+
+def test_a_commit_queued_behind_a_failing_one_does_not_try_again_within_the_window() -> None:
+    """The interval's commit, queued at the client lock behind a failing one, skips the window.
+
+    The window was looked at before the lock was waited for: on a 3-node cluster, failures came
+    in pairs 10 s apart, each holding the client lock (the chaos review).
+    """
+    now = [100.0]
+    calls: list[float] = []
+    first_in = threading.Event()
+    release = threading.Event()
+
+    def no_coordinator() -> None:
+        calls.append(now[0])
+        first_in.set()
+        release.wait(5)  # librdkafka's wait for a coordinator
+        raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Waiting for coordinator"))
+
+    consumer = _SlowConsumer(during=no_coordinator)
+    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: states, clock=lambda: now[0],
+    )  # fmt: skip
+    gate = threading.Lock()  # the client lock
+
+    def through_gate(action: Any) -> Any:
+        with gate:
+            return action()
+
+    confirm = threading.Thread(target=commits.commit_confirmed, args=(states[0], through_gate))
+    confirm.start()
+    assert first_in.wait(5)
+    now[0] = 106.0  # the interval is due while the confirm's commit holds the lock
+    interval = threading.Thread(target=commits.on_interval, args=(through_gate, _no_failure))
+    interval.start()
+    time.sleep(0.3)  # the interval's commit is now waiting for the client lock
+    release.set()  # the first commit fails: the coordinator is away
+    confirm.join(10)
+    interval.join(10)
+    assert len(calls) == 1, f"{len(calls)} commit attempts while the coordinator was away"

@@ -18,6 +18,7 @@ types through this namespace, so a grep for ``confluent_kafka`` finds only this 
 """
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from client_balance._kafka._admin import (
@@ -102,6 +103,7 @@ __all__ = [
     "Consumer",
     "KafkaError",
     "KafkaException",
+    "KafkaTopicPartition",
     "Message",
     "MessageDecoder",
     "PartitionLayout",

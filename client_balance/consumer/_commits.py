@@ -14,6 +14,7 @@ from client_balance._kafka import (
     GROUP_IN_USE_CODES,
     Consumer,
     KafkaException,
+    KafkaTopicPartition,
     commit_batches,
     commit_runs,
     from_kafka_exception,
@@ -49,6 +50,7 @@ class Committer:
         holds: Callable[[HeldPartition], bool] = lambda _state: True,
         may_commit: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
+        answer_wait_s: float = 10.0,
     ) -> None:
         self._consumer = consumer
         self._held = held
@@ -58,6 +60,7 @@ class Committer:
         self._interval_s = interval_s
         self._lock = lock
         self._clock = clock
+        self._answer_wait_s = answer_wait_s
         self._last_flush_s = clock()
         self._last_recommit_s = clock()
         self._in_flight = 0
@@ -128,32 +131,69 @@ class Committer:
         may hold the partitions by now, and its commits are not ours to overwrite. A commit
         whose answer comes only after that is not counted as made either: the new owner
         commits over it once this member is back (:meth:`recommit_soon`).
+
+        librdkafka waits for a commit's answer until the coordinator's link heals, however
+        long: the commit is sent from a thread of its own and waited for ``answer_wait_s`` at
+        most, then given up as transient (the window begins). Until its answer comes, no other
+        commit is sent, and ``settled()`` says so.
         """
         if not self._may_commit():
             raise _lease_lapsed("nothing is committed until it is renewed")
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
-        done = 0
         with self._lock:
+            if self._in_flight:
+                raise _no_answer("an earlier commit still waits for its answer")
             self._in_flight += 1
-        try:
-            for landed in commit_runs(self._consumer, self._group_id, offsets):
-                if not self._may_commit():
-                    raise _lease_lapsed("a commit answered after that counts for nothing")
-                with self._lock:  # a run that landed stays marked, should a later one fail
-                    for at in range(done, done + landed):
-                        states[at].committed = positions[at]
-                done += landed
-        except KafkaException as error:
-            mapped = self._error(error)
+        runs = _Runs()
+        threading.Thread(
+            target=self._send_runs, args=(offsets, runs), name="client-balance-commit", daemon=True
+        ).start()
+        if not runs.done.wait(self._answer_wait_s):
+            self._wait_out_the_coordinator()
+            raise _no_answer(f"no answer within {self._answer_wait_s} s")
+        done = 0
+        for landed in runs.landed:
+            if not self._may_commit():
+                raise _lease_lapsed("a commit answered after that counts for nothing")
+            with self._lock:  # a run that landed stays marked, should a later one fail
+                for at in range(done, done + landed):
+                    states[at].committed = positions[at]
+            done += landed
+        if runs.error is not None:
+            mapped = self._error(runs.error)
             if is_transient(mapped):
-                self._away_for_s = min(max(2 * self._away_for_s, self._interval_s), _AWAY_AT_MOST_S)
-                self._away_until_s = self._clock() + self._away_for_s
-            raise mapped from error
+                self._wait_out_the_coordinator()
+            raise mapped from runs.error
+        self._away_for_s = 0.0
+
+    def _send_runs(self, offsets: list[KafkaTopicPartition], runs: _Runs) -> None:
+        try:
+            runs.landed.extend(commit_runs(self._consumer, self._group_id, offsets))
+        except KafkaException as error:
+            runs.error = error
         finally:
             with self._lock:
                 self._in_flight -= 1
-        self._away_for_s = 0.0
+                self._lock.notify_all()  # close_after_answers may wait for it
+            runs.done.set()
+
+    def close_after_answers(self, close_client: Callable[[], None]) -> None:
+        """Close the client once no commit waits for its answer (``answer_wait_s`` at most).
+
+        A commit's thread still inside librdkafka would have the client freed under it; such a
+        client is left open instead (its threads end with the process), and that is logged.
+        """
+        with self._lock:
+            answered = self._lock.wait_for(self.settled, self._answer_wait_s)
+        if answered:
+            close_client()
+        else:
+            _log.warning("a commit still waits for its answer; the Kafka client is left open")
+
+    def _wait_out_the_coordinator(self) -> None:
+        self._away_for_s = min(max(2 * self._away_for_s, self._interval_s), _AWAY_AT_MOST_S)
+        self._away_until_s = self._clock() + self._away_for_s
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.
@@ -215,6 +255,24 @@ class Committer:
                 group_id=self._group_id,
             )
         return mapped
+
+
+class _Runs:
+    """What a commit's thread reports: the runs that landed, the error that ended it."""
+
+    def __init__(self) -> None:
+        self.landed: list[int] = []
+        self.error: KafkaException | None = None
+        self.done = threading.Event()
+
+
+def _no_answer(why: str) -> KafkaClientError:
+    return KafkaClientError(
+        f"committing offsets failed: {why}; the group's coordinator may be out of reach",
+        kafka_code=-185,
+        kafka_name="_TIMED_OUT",
+        retriable=True,
+    )
 
 
 def _lease_lapsed(consequence: str) -> KafkaClientError:

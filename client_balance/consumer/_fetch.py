@@ -92,6 +92,7 @@ class Fetcher:
             self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
             held=self._states, may_commit=lambda: self.shelf.lease_ok(),  # noqa: PLW0108 - set later
             holds=lambda state: self._held.get(state.partition) is state,
+            answer_wait_s=settings.request_timeout_s,
         )  # fmt: skip
         self.starter = Starter(  # its ``admin`` is set once ``launch`` has made one
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
@@ -368,7 +369,7 @@ class Fetcher:
         self._wake.set()
         self._notify()
         self._thread.join()
-        self._gate.close(self._consumer.close)
+        self._gate.close(partial(self.commits.close_after_answers, self._consumer.close))
         if errors:
             raise errors[0]
 

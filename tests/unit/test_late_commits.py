@@ -222,3 +222,59 @@ def test_a_commit_queued_behind_a_failing_one_does_not_try_again_within_the_wind
     confirm.join(10)
     interval.join(10)
     assert len(calls) == 1, f"{len(calls)} commit attempts while the coordinator was away"
+
+
+def test_a_commit_whose_answer_never_comes_gives_up_in_time_and_is_not_sent_again() -> None:
+    """A commit in flight when the coordinator's link dropped: given up, the window begins.
+
+    librdkafka waits for its answer until the link heals, holding the client lock with it: a
+    sync member handed out nothing for a whole 75 s outage on a 3-node cluster (chaos re-run).
+    """
+    answer_lost, healed = threading.Event(), threading.Event()
+
+    def no_answer() -> None:
+        answer_lost.set()
+        assert healed.wait(30), "the test never healed the link"
+
+    consumer = _SlowConsumer(during=no_answer)
+    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
+    now = [100.0]
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: states, clock=lambda: now[0], answer_wait_s=0.2,
+    )  # fmt: skip
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            commits.commit(states)
+            outcome.append(None)
+        except KafkaClientError as error:
+            outcome.append(error)
+
+    committing = threading.Thread(target=commit, daemon=True)
+    committing.start()
+    committing.join(10)
+    assert not committing.is_alive(), "the commit waited for an answer that never comes"
+    [given_up] = outcome
+    assert isinstance(given_up, KafkaClientError) and given_up.retriable
+    assert not commits.settled()  # its answer may still come: a fence waits for it
+    with pytest.raises(KafkaClientError, match="still waits for its answer"):
+        commits.commit(states)  # not a second request behind the first
+    assert commits.commit_confirmed(states[0], lambda action: action()) is False  # the window
+    closed: list[str] = []
+    commits.close_after_answers(lambda: closed.append("closed"))
+    assert closed == []  # a commit's thread is inside the client: it is not freed under it
+    healed.set()
+    _wait_for(commits.settled)
+    commits.close_after_answers(lambda: closed.append("closed"))
+    assert closed == ["closed"]
+    assert states[0].committed == 3  # given up: not counted, the next interval commits it again
+    assert consumer.commits == [[7]]
+
+
+def _wait_for(condition: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)

@@ -86,7 +86,7 @@ from client_balance._kafka._schema_registry import (
     registry_avro,
     wrap_deserializer,
 )
-from client_balance._kafka._topics import TopicState, create_topics, ensure_topic
+from client_balance._kafka._topics import TopicState, ask_topic_id, create_topics, ensure_topic
 from client_balance._kafka._watermarks import partition_offsets
 
 __all__ = [
@@ -114,6 +114,7 @@ __all__ = [
     "Watermarks",
     "admin_client",
     "ask_group_members",
+    "ask_topic_id",
     "call_until_transient_passes",
     "check_login",
     "cluster_answers",

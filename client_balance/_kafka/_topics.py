@@ -6,7 +6,7 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
     AdminClient,
     ConfigResource,
@@ -22,10 +22,11 @@ from client_balance.errors import ConfigError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
-__all__ = ["TopicState", "create_topics", "ensure_topic"]
+__all__ = ["TopicState", "ask_topic_id", "create_topics", "ensure_topic"]
 
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
 _UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PART
+_MISSING_CODES = frozenset({_UNKNOWN_TOPIC, -188})  # and librdkafka's own _UNKNOWN_TOPIC
 _DENIED = frozenset(AUTHORIZATION_CODES)
 
 
@@ -218,3 +219,29 @@ def _config_of(
 
 def _unknown_topic(error: BaseException) -> bool:
     return isinstance(error, KafkaException) and error.args[0].code() == _UNKNOWN_TOPIC
+
+
+def ask_topic_id(
+    admin: AdminClient, topic: str, timeout_s: float
+) -> concurrent.futures.Future[str]:
+    """Ask for ``topic``'s id now (a topic deleted and created again gets a new one).
+
+    The future gives the id, or ``""`` when the topic does not exist; any other failure (no
+    answer, a refusal) is its exception. Nobody waits for it: it is read once it is done.
+    """
+    asked = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic]
+    answer: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def translate(done: concurrent.futures.Future[Any]) -> None:
+        try:
+            answer.set_result(str(done.result().topic_id))
+        except KafkaException as error:
+            if error.args and error.args[0].code() in _MISSING_CODES:
+                answer.set_result("")
+            else:
+                answer.set_exception(error)
+        except Exception as error:  # whatever it is, the answer's reader sees it
+            answer.set_exception(error)
+
+    asked.add_done_callback(translate)
+    return answer

@@ -22,6 +22,8 @@ from client_balance.membership._writer import StatusWriter
 __all__ = ["MemberClaims"]
 
 _CLAIM = b"{}"
+_UNKNOWN = "(unknown: the claim was not read back)"
+"""The holder a claim lost to when its verdict is missing and no live member holds it."""
 
 
 class MemberClaims:
@@ -78,19 +80,21 @@ class MemberClaims:
             self._unsure.difference_update(wanted)  # claimed again: this claim decides
             doubtful = sorted(self._unsure)
         records = [*first, *self._tombstones(doubtful), *((self._key(tp), _CLAIM) for tp in wanted)]
+        read_before = self._reader.state.position
         try:
             written = self._writer.write(records)
         except Exception:
             with self._lock:
                 self._unsure.update(wanted)
             raise
+        self._reader.landed(written[0][0], read_before)
         self._settled(doubtful)
         claims = written[len(first) + len(doubtful) :]
         self._wait_applied(written[-1][0])
         verdicts: dict[TopicPartition, str | None] = {}
         with self._reader.lock:
             for partition, (offset, _) in zip(wanted, claims, strict=True):
-                verdicts[partition] = self._reader.state.verdicts.pop(offset, None)
+                verdicts[partition] = self._verdict(partition, offset)
         won = [tp for tp, holder in verdicts.items() if holder is None]
         lost = [tp for tp, holder in verdicts.items() if holder is not None]
         with self._lock:
@@ -98,6 +102,18 @@ class MemberClaims:
         if lost:  # a losing claim must not linger: it would look like a claim once the holder goes
             self.withdraw(lost)
         return written[: len(first)] + claims, verdicts
+
+    def _verdict(self, partition: TopicPartition, offset: int) -> str | None:
+        """The verdict on this member's claim at ``offset`` (the reader's lock held)."""
+        state = self._reader.state
+        if offset in state.verdicts:
+            return state.verdicts.pop(offset)
+        # No verdict: a claim repeated over a standing one (a win), else one the state never
+        # judged (skipped, or read on another log), which must not be taken for a win.
+        holder = state.holders.get(partition)
+        if holder is not None and holder.consumer_id == self._id:
+            return None
+        return state.live_holders().get(partition, _UNKNOWN)
 
     def withdraw(self, partitions: Iterable[TopicPartition]) -> None:
         """Withdraw the claims on ``partitions`` (after they are released)."""
@@ -120,9 +136,11 @@ class MemberClaims:
             records: list[tuple[bytes, bytes | None]] = [report, *self._tombstones(doubtful)]
             if reassert:
                 records += [(self._key(tp), _CLAIM) for tp in sorted(self._claimed)]
+            read_before = self._reader.state.position
             offset = self._writer.write(records, within_s=within_s)[0][0]
             self._unsure.difference_update(doubtful)
-            return offset
+        self._reader.landed(offset, read_before)
+        return offset
 
     def withdrawals(self) -> list[tuple[bytes, bytes | None]]:
         """The tombstones of every standing claim, and of every unsure one (a clean shutdown)."""

@@ -1,4 +1,4 @@
-"""Kafka I/O of the status topic: making sure it exists, and reading a group (``_writer``: writing).
+"""Kafka I/O of the status topic: opening it, and reading a group (``_writer``: writing).
 
 The topic is compacted and stamps every record with the broker's log-append time, so leases
 are judged by one clock. A group's records all go to the partition ``crc32(group) % n``, the
@@ -11,7 +11,6 @@ import concurrent.futures
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
 from functools import partial
 from itertools import compress, count, repeat
@@ -24,7 +23,6 @@ from client_balance._kafka import (
     AdminClient,
     KafkaException,
     Message,
-    ensure_topic,
     from_kafka_exception,
     kafka_tp,
     reader_client,
@@ -32,11 +30,16 @@ from client_balance._kafka import (
     wait_until,
 )
 from client_balance._logging import get_logger
-from client_balance.errors import ClientBalanceError, ConfigError
+from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 from client_balance.membership._keys import quoted_group
 from client_balance.membership._records import GroupState
 from client_balance.membership._signing import RecordGate
+from client_balance.membership._topic import (
+    STATUS_TOPIC_CONFIG,
+    ensure_status_topic,
+    status_partition,
+)
 from client_balance.membership._writer import StatusWriter
 from client_balance.settings import KafkaValue
 
@@ -51,92 +54,6 @@ __all__ = [
 _log = get_logger("membership")
 
 _READ_WAIT_S = 0.1
-STATUS_TOPIC_CONFIG = {
-    "cleanup.policy": "compact",
-    "message.timestamp.type": "LogAppendTime",
-    # Dead members' last records are all compaction keeps; clean often enough that a long
-    # run does not replay much on start.
-    "min.cleanable.dirty.ratio": "0.1",
-    # Every start replays the group's partition, and the active segment is never cleaned:
-    # each member's report every report_interval_s stays there until it rolls. A group of
-    # 100 reports 6,000 times in 10 minutes, which a start took 0.1-0.2 s to replay; rolled
-    # each minute and cleaned (within the cleaner's 15 s back-off), 300-900 records stay.
-    "segment.ms": "60000",
-    # Tombstones of members that left, and of their claims, stay this long after cleaning
-    # (Kafka's default is a day). A reader replays in milliseconds; only a replay longer than
-    # this could miss a withdrawal.
-    "delete.retention.ms": "3600000",
-    # A member's report lists every partition it holds: compressed, about 20 bytes each, so
-    # Kafka's 1 MB default would fence a member of some 35,000 partitions; 8 MiB, 280,000.
-    "max.message.bytes": str(8 * 1024 * 1024),
-}
-"""The settings of a status topic the SDK creates (docs/operations.md, "The status topic")."""
-
-
-def status_partition(group: str, partitions: int) -> int:
-    """The status partition of ``group`` among ``partitions`` (``status_topic_partitions``).
-
-    Taken from the setting, never from the topic's current count: adding partitions to the
-    status topic must not move a running group to another partition, where its new members
-    would not see its old ones.
-    """
-    return zlib.crc32(group.encode()) % partitions
-
-
-def ensure_status_topic(
-    bootstrap_servers: str,
-    topic: str,
-    *,
-    kafka: Mapping[str, KafkaValue],
-    timeout_s: float,
-    allow_single_replica: bool = False,
-    partitions: int = 1,
-    admin: AdminClient | None = None,
-    on_created: Callable[[], None] = lambda: None,
-) -> int:
-    """Create the status topic if missing; check its settings; return its partition count.
-
-    Created with ``min(3, brokers)`` replicas (``min.insync.replicas=2`` with 3). Raises
-    :class:`ConfigError` when it exists but is not compacted or does not stamp log-append time
-    (claims would be lost to retention, or judged by each host's clock), or has a single
-    replica on a cluster of several brokers (one broker's loss would fence every group) unless
-    ``allow_single_replica``. ``admin``: a client to ask through (else a new one).
-    """
-    state = ensure_topic(
-        bootstrap_servers, topic, config=STATUS_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
-        partitions=partitions, admin=admin,
-    )  # fmt: skip
-    if state.partitions < partitions:
-        raise ConfigError(
-            f"status topic {topic!r} has {state.partitions} partitions, fewer than "
-            f"status_topic_partitions={partitions}; add partitions to it or lower the setting "
-            "(every member of a group must use the same value)"
-        )
-    single = state.replication_factor == 1 and state.brokers > 1
-    if single and not allow_single_replica:
-        raise ConfigError(
-            f"status topic {topic!r} has replication factor {state.replication_factor} on a "
-            f"cluster of {state.brokers} brokers: losing one broker would fence every group. "
-            "Recreate it with more replicas (the SDK creates it with min(3, brokers)), use "
-            "another status_topic, or set status_topic_single_replica_ok=True to accept it"
-        )
-    policy = state.config.get("cleanup.policy", "delete")
-    stamp = state.config.get("message.timestamp.type", "")
-    if "compact" not in policy.split(","):
-        raise ConfigError(
-            f"status topic {topic!r} has cleanup.policy={policy}; it must be compacted "
-            "(cleanup.policy=compact), or claims and reports are deleted by retention. Fix it "
-            "with kafka-configs.sh, or set status_topic to another name"
-        )
-    if stamp != "LogAppendTime":
-        raise ConfigError(
-            f"status topic {topic!r} has message.timestamp.type={stamp}; it must be "
-            "LogAppendTime so that leases run on the broker's clock, not each host's. Fix it "
-            "with kafka-configs.sh, or set status_topic to another name"
-        )
-    if state.created:
-        on_created()
-    return state.partitions
 
 
 def open_status_topic(
@@ -152,6 +69,7 @@ def open_status_topic(
     partitions: int,
     admin: AdminClient | None = None,
     on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
+    on_new_log: Callable[[], None] = lambda: None,
 ) -> tuple[StatusWriter, StatusReader]:
     """Ensure the status topic (see :func:`ensure_status_topic`); ``group``'s writer and reader.
 
@@ -167,7 +85,7 @@ def open_status_topic(
         )
         reader = StatusReader(
             bootstrap_servers, topic, partition, group, kafka=kafka, timeout_s=timeout_s,
-            on_change=on_change, secret=secret, on_failure=on_failure,
+            on_change=on_change, secret=secret, on_failure=on_failure, on_new_log=on_new_log,
         )  # fmt: skip
         return writer, reader
 
@@ -231,8 +149,15 @@ class StatusReader:
         keep_records: bool = False,
         secret: bytes | None = None,
         on_failure: Callable[[ClientBalanceError], None] = lambda _: None,
+        on_new_log: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = GroupState(group)
+        self.stale = False
+        """Set when the partition handed out an offset below the position read (or this member's
+        record landed below it): compaction never lowers an offset, so the topic was deleted
+        and made anew. Nothing more is applied until :meth:`begin_anew`."""
+        self._anew = False  # begin_anew asked of the reading thread
+        self._group, self._secret, self._on_new_log = group, secret, on_new_log
         self.records: list[tuple[bytes | None, bytes | None, int, int]] | None = (
             [] if keep_records else None
         )
@@ -269,6 +194,13 @@ class StatusReader:
             self._thread.start()
 
     def _read_once(self) -> None:
+        with self._lock:
+            if self._anew:
+                self._begin_anew()
+            stale = self.stale
+        if stale:  # a new log's records on the old log's state would give false verdicts
+            self._stop.wait(_READ_WAIT_S)
+            return
         try:
             # consume() would wait out its timeout unless the whole batch arrived: poll() for
             # the first record, then take what else is there.
@@ -281,9 +213,50 @@ class StatusReader:
             return
         with self._lock:
             changed = self._apply_all(messages)
+            went_back = self.stale
             self._lock.notify_all()
+        if went_back:
+            self._on_new_log()
         if changed:
             self._on_change()
+
+    def landed(self, offset: int, read_before: int) -> None:
+        """A record this member wrote landed at ``offset``, when the position was ``read_before``.
+
+        Records land at the log's end, which nothing read before the write is past: lower, it is
+        a new log, whose low offsets the reader may not reach for long (it asks the old position
+        on). The position now may be past ``offset``: the reader may have read it already.
+        """
+        with self._lock:
+            if self.stale or offset >= read_before:
+                return
+            self.stale = True
+            self._lock.notify_all()
+        _log.warning("the status topic is a new log: a record landed below the position read",
+                     offset=offset, position=read_before)  # fmt: skip
+        self._on_new_log()
+
+    def begin_anew(self, timeout_s: float) -> bool:
+        """Read the log again from its start into a fresh state; False if not begun in time.
+
+        For a topic made anew: its records say nothing of the old log's, so the state, the
+        signatures seen (a new writer numbering from 0 is no replay) and the kept records go.
+        """
+        with self._lock:
+            if self._thread is None:
+                self._begin_anew()
+                return True
+            self._anew = True
+            return self._lock.wait_for(lambda: not self._anew, timeout_s)
+
+    def _begin_anew(self) -> None:
+        verdicts_of, self.state = self.state.verdicts_of, GroupState(self._group)
+        self.state.verdicts_of = verdicts_of
+        self._gate = RecordGate(self._secret)
+        self.records = None if self.records is None else []
+        self._consumer.assign([kafka_tp(self._partition, 0)])
+        self.stale = self._anew = False
+        self._lock.notify_all()
 
     def _apply_all(self, messages: list[Message]) -> bool:
         """Apply what one read returned; True if it changed members or holders.
@@ -295,6 +268,12 @@ class StatusReader:
         and so does a reader with a secret: a record signed with it moves the clock, one not
         signed does not, and telling which takes the signature's check.
         """
+        first = next((m.offset() for m in messages if m.error() is None), None)
+        if first is not None and first < self.state.position:
+            self.stale = True
+            _log.warning("the status topic is a new log: its offsets went back",
+                         offset=first, position=self.state.position)  # fmt: skip
+            return False
         passing = self.records is None and not self._gate.verifies
         own = _own_records(messages, self._quoted) if passing else None
         if own is not None:
@@ -362,9 +341,13 @@ class StatusReader:
         return changed
 
     def wait_applied(self, offset: int, timeout_s: float) -> bool:
-        """Wait until the record at ``offset`` is applied; False at timeout."""
+        """Wait until the record at ``offset`` is applied; False at timeout, or if ``stale``.
+
+        A stale position is past any offset of a new log: it would say the record is read.
+        """
         with self._lock:
-            return self._lock.wait_for(lambda: self.state.position > offset, timeout_s)
+            self._lock.wait_for(lambda: self.stale or self.state.position > offset, timeout_s)
+            return not self.stale and self.state.position > offset
 
     def read_to_end(self, timeout_s: float) -> None:
         """Without a thread: read up to the end the log has now (for one-off views).

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from client_balance._failure import keep_running
-from client_balance._kafka import AdminClient, timed_out
+from client_balance._kafka import AdminClient, stopped, timed_out
 from client_balance._logging import get_logger
 from client_balance._metrics import NO_METRICS, Recorder
 from client_balance.errors import (
@@ -31,7 +31,9 @@ from client_balance.membership._checks import check_group, check_signing
 from client_balance.membership._claims import MemberClaims
 from client_balance.membership._keys import member_key
 from client_balance.membership._log import open_status_topic
+from client_balance.membership._lookups import GroupLookups
 from client_balance.membership._records import MemberReport
+from client_balance.membership._renewal import LogRenewal
 from client_balance.membership._report import MAX_LEASE_S
 from client_balance.membership._signing import status_secret
 from client_balance.membership._upkeep import reap_dead, tombstone_defeated
@@ -45,7 +47,7 @@ _SETTLE_POLL_S = 0.1
 """How often a fenced member whose report got through looks again for its commits' answers."""
 
 
-class StatusMember:
+class StatusMember(GroupLookups):
     """One consumer's membership of its group on the status topic."""
 
     def __init__(
@@ -79,16 +81,19 @@ class StatusMember:
                 f"allow ({MAX_LEASE_S:g} s): the other members would skip this member's reports"
             )
         secret = self._secret = status_secret(settings)
+        self._wake = threading.Event()
         self._writer, self._reader = open_status_topic(
             settings.bootstrap_servers, topic, self._group, kafka=kafka, timeout_s=timeout_s,
             secret=secret, on_change=on_change, admin=admin, on_failure=on_failure,
             allow_single_replica=settings.status_topic_single_replica_ok,
-            partitions=settings.status_topic_partitions,
+            partitions=settings.status_topic_partitions, on_new_log=self._wake.set,
         )  # fmt: skip
         self._reader.state.verdicts_of = consumer_id
         self._claims = MemberClaims(
             self._writer, self._reader, self._group, consumer_id, self._wait_applied
         )
+        self._renewal = LogRenewal(settings, self._reader, self._claims, admin=admin,
+                                   wake=self._wake.set, on_failure=on_failure)  # fmt: skip
         self._warned_unsigned: set[str] = set()
         self._join_offset: int | None = None
         self._fenced = False
@@ -99,7 +104,6 @@ class StatusMember:
         self._fence_after_s = settings.lease_timeout_s - min(
             settings.report_interval_s, settings.lease_timeout_s / 3
         )
-        self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.recorder: Recorder = NO_METRICS
@@ -195,59 +199,6 @@ class StatusMember:
         """Withdraw the claims on ``partitions`` (after they are released)."""
         self._claims.withdraw(partitions)
 
-    def claimable(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
-        """Those of ``partitions`` no other live member holds, as the view stands.
-
-        A claim on the others would lose, and cost a write, its withdrawal and the holder's
-        tombstone of it; the holder's withdrawal, or its lapse, changes the view (and wakes
-        the reconcile round) when the partition is free.
-        """
-        with self._reader.lock:
-            holders = self._reader.state.live_holders()
-        return {tp for tp in partitions if holders.get(tp) in (None, self._id)}
-
-    def holders(self) -> dict[TopicPartition, str]:
-        """Live holder of each held partition, as the view stands."""
-        with self._reader.lock:
-            return self._reader.state.live_holders()
-
-    def pins(self) -> dict[TopicPartition, str]:
-        """Pinned partition -> the live member that pinned it (the earliest to join, if two)."""
-        with self._reader.lock:
-            state = self._reader.state
-            reports = state.live_reports()
-            order = sorted(reports, key=state.join_order)
-        pins: dict[TopicPartition, str] = {}
-        for member_id in order:
-            for partition in sorted(reports[member_id].pinned_partitions()):
-                pins.setdefault(partition, member_id)
-        return pins
-
-    def live_reports(self) -> dict[str, MemberReport]:
-        """The live members' last reports, by consumer id (sorted)."""
-        with self._reader.lock:
-            return self._reader.state.live_reports()
-
-    def known_members(self) -> set[str]:
-        """Every member with a record in the status log read so far, live or not."""
-        with self._reader.lock:
-            return set(self._reader.state.members)
-
-    def elastic_members(self) -> dict[str, tuple[frozenset[str], set[TopicPartition]]]:
-        """Live elastic members (mode ``elastic``): id -> (topics, partitions held)."""
-        with self._reader.lock:
-            state = self._reader.state
-            holders = state.live_holders()
-            members = {
-                member_id: (frozenset(report.topics), set[TopicPartition]())
-                for member_id, report in state.live_reports().items()
-                if report.mode == "elastic" and not report.fenced
-            }
-        for partition, holder in holders.items():
-            if holder in members:
-                members[holder][1].add(partition)
-        return members
-
     # ------------------------------------------------------------------ reports
     def report_soon(self) -> None:
         """Write a report now (what the member holds changed)."""
@@ -274,10 +225,14 @@ class StatusMember:
         return not self._fenced and time.monotonic() - self._last_written_s < self._fence_after_s
 
     def _fence_if_silent(self) -> None:
-        if not self._fenced and time.monotonic() - self._last_written_s >= self._fence_after_s:
+        if time.monotonic() - self._last_written_s >= self._fence_after_s:
+            self._fence("no report within the lease")
+
+    def _fence(self, why: str) -> None:
+        if not self._fenced:
             self._fenced = True
             self._on_fenced(True)  # before the log: its handlers (or first import) may be slow
-            _log.warning("fenced: no report within the lease; stopped fetching")
+            _log.warning(f"fenced: {why}; stopped fetching")
 
     def _run(self) -> None:
         keep_running(self._report_once, self._stop, thread="status report",
@@ -289,6 +244,12 @@ class StatusMember:
         self._wake.clear()
         if self._stop.is_set() or (awaiting_commits and not self._report_due()):
             return
+        self._renewal.ask()  # an answer that shows another log wakes this thread
+        if self._renewal.news() is not None:  # _renewal.py: the log's leases are gone
+            self._fence("the status topic was deleted or made anew")
+            if not self._renewal.renew():
+                return
+            self._join_offset = None  # joined anew: the first report in the new log says when
         self._fence_if_silent()  # a pause of the whole process shows only here
         sent = time.monotonic()
         # Waiting on an unreachable broker past the fence would fence only once the write gave
@@ -306,6 +267,7 @@ class StatusMember:
                 # Others may have claimed meanwhile: read the log up to this report, so
                 # holders() shows who holds what now before anything is fetched again.
                 self._wait_applied(offset)
+                self._join_offset = offset if self._join_offset is None else self._join_offset
                 # Withdrawn, not forgotten: the fence comes before the others see the lease
                 # lapse, and a claim they still count keeps what was dropped from everyone.
                 self._claims.withdraw(self._claims.claimed())
@@ -335,6 +297,9 @@ class StatusMember:
     def _wait_applied(self, offset: int) -> None:
         timeout_s = self._settings.request_timeout_s
         if not self._reader.wait_applied(offset, timeout_s):
+            if self._reader.stale:
+                raise stopped(f"reading back record {offset} of the status topic: the topic "
+                              "was made anew; the member fences and joins it again")  # fmt: skip
             raise timed_out(f"reading back record {offset} of the status topic", timeout_s)
 
     def claimed(self) -> set[TopicPartition]:

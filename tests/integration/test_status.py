@@ -35,6 +35,7 @@ from client_balance import (
     InconsistentStrategyError,
     InconsistentTopicsError,
     KafkaClientError,
+    NoMessageError,
     PartitionOccupiedError,
     TooFrequentError,
     admin,
@@ -45,6 +46,7 @@ from client_balance.keys import TopicPartition
 from client_balance.membership import (
     GroupState,
     MemberReport,
+    StatusMember,
     StatusWriter,
     claim_key,
     ensure_status_topic,
@@ -1089,3 +1091,99 @@ def test_verdicts_hold_on_the_status_log_after_real_compaction(
             expected = {TopicPartition("data", 0): holder.consumer_id,
                         TopicPartition("data", 1): holder.consumer_id}  # fmt: skip
             assert state.live_holders() == expected
+
+
+def _held(consumer: ClientBalanceConsumer) -> set[str]:
+    """The partitions ``consumer`` has registered, as ``topic:partition`` (no leader)."""
+    return {key.split(":", 1)[1] for key in consumer.registered_partitions()}
+
+
+def _take(consumer: ClientBalanceConsumer, into: list[int]) -> bool:
+    """Take and confirm a batch if one comes within 0.2 s, adding its offsets to ``into``."""
+    with contextlib.suppress(NoMessageError):
+        batch = consumer.get_message(0.2)
+        into += [offset for message in batch.messages if (offset := message.offset()) is not None]
+        consumer.confirm(batch.confirm_context)
+    return True
+
+
+def _status(consumer: ClientBalanceConsumer) -> StatusMember:
+    """The consumer's member of the status topic (internal)."""
+    assert consumer._run is not None
+    status = consumer._run.keeper.status
+    assert status is not None
+    return status
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in
+    client.delete_topics([topic])[topic].result()
+
+
+def test_a_status_topic_made_anew_under_a_running_member_leaves_one_holder(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The status topic deleted, and made again by a new member's start: one holder, no overlap.
+
+    Found by the status-log review: the running member kept its old view (and position) under
+    the new log, the new member's connect() won the partition it held, and both fetched it.
+    Now the running member fences (its partitions go without a commit), joins the new log,
+    and sees the new member as the holder; the messages after it go to the new member only.
+    """
+    topic, status_topic = new_topic(partitions=1), f"status-anew-{uuid.uuid4().hex[:8]}"
+    first = make_member(status_topic=status_topic, commit="sync")
+    first.start([topic], mode="manual")
+    first.connect(f"{topic}:0")
+    produce(kafka_bootstrap, topic, 10, 1)
+    before: list[int] = []
+    wait_until(lambda: _take(first, before) and len(before) >= 10, 30, "the first ten")
+    _delete_topic(kafka_bootstrap, status_topic)
+    second = make_member(status_topic=status_topic, commit="sync")
+    second.start([topic], mode="manual")  # makes the status topic again, unless the first did
+    wait_until(lambda: not _held(first), 30, "the running member to let go of its partition")
+    second.connect(f"{topic}:0")
+    produce(kafka_bootstrap, topic, 10, 1, first=10)
+    after: dict[str, list[int]] = {"first": [], "second": []}
+
+    def all_taken() -> bool:
+        _take(first, after["first"])
+        _take(second, after["second"])
+        return len(after["first"]) + len(after["second"]) >= 10
+
+    wait_until(all_taken, 30, "the ten messages after the re-create")
+    assert after == {"first": [], "second": list(range(10, 20))}
+    assert (_held(first), _held(second)) == (set(), {f"{topic}:0"})
+    views = [_status(first), _status(second)]
+    wait_until(lambda: not any(view.fenced for view in views), 30, "both unfenced")
+    holder = {TopicPartition(topic, 0): second.consumer_id}
+    wait_until(lambda: all(view.holders() == holder for view in views), 30, "one view of it")
+
+
+def test_a_deleted_status_topic_is_made_again_and_its_member_consumes_again(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_member: Callable[..., ClientBalanceConsumer],
+) -> None:
+    """The status topic deleted, nobody else there: the member fences, makes it again, returns.
+
+    Found by the status-log review: the member stayed fenced for good (its writes failed with
+    "no answer", the producer may not create topics), and nothing named the missing topic.
+    """
+    topic, status_topic = new_topic(partitions=1), f"status-gone-{uuid.uuid4().hex[:8]}"
+    member = make_member(status_topic=status_topic, commit="sync")
+    member.start([topic], mode="elastic")
+    wait_until(lambda: _held(member) == {f"{topic}:0"}, 30, "the partition held")
+    _delete_topic(kafka_bootstrap, status_topic)
+    wait_until(lambda: not _held(member), 30, "the member to fence itself")
+    wait_until(lambda: _held(member) == {f"{topic}:0"}, 60, "the partition held again")
+    produce(kafka_bootstrap, topic, 5, 1)
+    taken: list[int] = []
+    wait_until(lambda: _take(member, taken) and len(taken) >= 5, 30, "messages again")
+    assert taken == list(range(5))
+    resource = ConfigResource(ResourceType.TOPIC, status_topic)
+    admin_client = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    config = admin_client.describe_configs([resource])[resource].result()
+    assert config["cleanup.policy"].value == "compact"
+    assert config["message.timestamp.type"].value == "LogAppendTime"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -9,12 +10,18 @@ from typing import Any
 
 import pytest
 
-from client_balance import ClientBalanceSettings, KafkaClientError, TopicPartition
+from client_balance import (
+    ClientBalanceError,
+    ClientBalanceSettings,
+    KafkaClientError,
+    TopicPartition,
+)
 from client_balance.membership import (
     GroupState,
     MemberReport,
     StatusMember,
     _log,
+    _renewal,
     claim_key,
     member_key,
 )
@@ -54,18 +61,49 @@ class FakeWriter:
 
 
 class FakeReader:
-    """A reader that has always applied everything (nothing else writes)."""
+    """A reader that applies what ``writer`` wrote (offsets as written, time 0) when waited on.
+
+    ``writer`` None stands for a reader that reads nothing more (another log, say).
+    """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         self.state = GroupState(str(args[3]))
         self.lock = threading.Condition()
+        self.writer: FakeWriter | None = None
+        self.applied = 0
+        self.stale = False
+        self.began_anew = 0
 
     def wait_applied(self, offset: int, timeout_s: float) -> bool:
-        """Always caught up."""
+        """Apply every record written so far."""
+        with self.lock:
+            records = [] if self.writer is None else self.writer.records[self.applied :]
+            for at, (key, value) in enumerate(records, self.applied):
+                self.state.apply(key, value, at, 0)
+            self.applied += len(records)
+        return not self.stale
+
+    def landed(self, offset: int, read_before: int) -> None:
+        """The writer's offsets never go back."""
+
+    def begin_anew(self, timeout_s: float) -> bool:
+        """A fresh state; the records written before are another log's."""
+        with self.lock:
+            verdicts_of, self.state = self.state.verdicts_of, GroupState(self.state.group)
+            self.state.verdicts_of = verdicts_of
+            self.applied = len(self.writer.records) if self.writer is not None else 0
+            self.began_anew += 1
         return True
 
     def close(self) -> None:
         """Nothing to stop."""
+
+
+def answered(topic_id: str) -> concurrent.futures.Future[str]:
+    """A topic-id question answered ``topic_id`` ("": the topic does not exist)."""
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+    future.set_result(topic_id)
+    return future
 
 
 def report() -> MemberReport:
@@ -94,19 +132,29 @@ def member_on_fakes(
     monkeypatch: pytest.MonkeyPatch,
     fenced: list[bool],
     request_timeout_s: float = 0.25,
+    topic_ids: list[str] | None = None,
     **options: Any,
 ) -> StatusMember:
-    """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more)."""
+    """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more).
+
+    ``topic_ids[0]``: the status topic's id as the cluster tells it now ("": none).
+    """
+    topic_ids = topic_ids or ["id-1"]
     monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
     monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
     monkeypatch.setattr(_log, "StatusReader", FakeReader)
+    monkeypatch.setattr(_renewal, "ask_topic_id", lambda *args: answered(topic_ids[0]))
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
         report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=request_timeout_s,
     )  # fmt: skip
-    return StatusMember(
+    made = StatusMember(
         settings, "me", report, on_change=lambda: None, on_fenced=fenced.append, **options
     )
+    assert isinstance(made._reader, FakeReader)
+    assert isinstance(made._writer, FakeWriter)
+    made._reader.writer = made._writer
+    return made
 
 
 def fence_then_let_writes_land(member: StatusMember, fenced: list[bool]) -> tuple[FakeWriter, int]:
@@ -256,10 +304,10 @@ def test_claims_made_with_the_join_go_in_its_write_and_stand(member: StatusMembe
 def test_a_claim_lost_at_the_join_is_withdrawn_at_once(member: StatusMember) -> None:
     """A live member held orders-0 when the join's claim on it was applied: it is taken back."""
     p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-    member._reader.state.verdicts[1] = "other"  # the record after the report: orders-0's claim
-    member.join([p0, p1])
     writer = member._writer
     assert isinstance(writer, FakeWriter)
+    writer.write([(claim_key("g", p0, "other"), b"{}")])
+    member.join([p0, p1])
     assert writer.records[-1] == (claim_key("g", p0, "me"), None)
     assert member.claimed() == {p1}
     member.leave()
@@ -285,4 +333,108 @@ def test_a_claim_whose_answer_was_lost_is_withdrawn_with_the_next_write(
     wait_for(lambda: (claim_key("g", p0, "me"), None) in writer.records)
     assert (claim_key("g", p1, "me"), None) not in writer.records
     assert member.claimed() == {p1}
+    member.leave()
+
+
+def test_a_claim_without_a_verdict_is_not_taken_for_a_win(member: StatusMember) -> None:
+    """A claim the reader never judged (read on another log) is lost, not won.
+
+    Found by the status-log review: a missing verdict read as a win, so a member whose reader
+    followed a deleted status topic won a partition that a live member held in the new one.
+    """
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    member.join()
+    reader = member._reader
+    assert isinstance(reader, FakeReader)
+    member._writer.write([(claim_key("g", p0, "other"), b"{}")])
+    reader.wait_applied(0, 0)
+    reader.writer = None  # what is written now is not read back
+    verdicts = member.claim([p0, p1])
+    assert verdicts[p0] == "other"
+    assert verdicts[p1] is not None  # nobody is seen to hold it, but the claim was not judged
+    assert member.claimed() == set()
+    member.leave()
+
+
+def test_a_status_topic_made_anew_fences_at_once_and_joins_it_afresh(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """A new topic id fences at once, though writes land; the new log is read from its start.
+
+    Its claims are forgotten (none is in the new log) and its first report there is a join.
+    Found by the status-log review: the old state and position were kept under the new log.
+    """
+    topic_ids = ["id-1"]
+    member = member_on_fakes(monkeypatch, fenced, topic_ids=topic_ids)
+    p0 = TopicPartition("orders", 0)
+    member.join([p0])
+    reader, writer = member._reader, member._writer
+    assert isinstance(reader, FakeReader)
+    assert isinstance(writer, FakeWriter)
+    wait_for(lambda: len(writer.records) > 3)  # reports go on: the first answer was heard
+    topic_ids[0] = "id-2"
+    wait_for(lambda: fenced == [True, False])
+    assert reader.began_anew == 1
+    assert member.claimed() == set()
+    rejoin = next(
+        MemberReport.decode(value)
+        for key, value in writer.records[reader.applied - 1 :]
+        if key == member_key("g", "me") and value is not None
+    )
+    assert rejoin.join_offset is None  # its first report in the new log: a join
+    assert (claim_key("g", p0, "me"), None) not in writer.records  # forgotten, not withdrawn
+    member.leave()
+
+
+def test_a_deleted_status_topic_is_made_again_as_at_the_start(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """No status topic: the member fences, creates it with its start's settings, and rejoins."""
+    topic_ids = ["id-1"]
+    made: list[dict[str, Any]] = []
+
+    def ensure(*args: object, **kwargs: Any) -> int:
+        made.append(kwargs)
+        topic_ids[0] = "id-2"
+        return 1
+
+    member = member_on_fakes(monkeypatch, fenced, topic_ids=topic_ids)
+    member.join()
+    monkeypatch.setattr(_log, "ensure_status_topic", ensure)
+    topic_ids[0] = ""
+    wait_for(lambda: fenced == [True, False])
+    assert len(made) == 1
+    assert made[0]["partitions"] == 1
+    assert made[0]["allow_single_replica"] is False
+    member.leave()
+
+
+def test_a_status_topic_that_cannot_be_made_again_is_named_in_the_next_error(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """Creating the deleted topic refused: the error handed on names the topic and the ACL.
+
+    The member stays fenced meanwhile; the review saw only "no answer within 3 s" before.
+    """
+    failures: list[ClientBalanceError] = []
+    topic_ids = ["id-1"]
+
+    def refuse(*args: object, **kwargs: object) -> int:
+        raise KafkaClientError(
+            "preparing topic '__client_balance_status' failed: TOPIC_AUTHORIZATION_FAILED",
+            kafka_code=29, kafka_name="TOPIC_AUTHORIZATION_FAILED",
+        )  # fmt: skip
+
+    member = member_on_fakes(monkeypatch, fenced, topic_ids=topic_ids, on_failure=failures.append)
+    member.join()
+    monkeypatch.setattr(_log, "ensure_status_topic", refuse)
+    topic_ids[0] = ""
+    wait_for(lambda: bool(failures))
+    error = failures[0]
+    assert isinstance(error, KafkaClientError)
+    assert error.kafka_name == "TOPIC_AUTHORIZATION_FAILED"
+    assert "status topic '__client_balance_status' (status_topic) is missing" in str(error)
+    assert "Create" in str(error)
+    assert member.fenced
+    assert fenced == [True]
     member.leave()

@@ -140,3 +140,49 @@ def test_records_the_one_step_cannot_judge_take_the_loop() -> None:
         None,
         None,
     ]
+
+
+def test_offsets_that_go_back_are_a_new_log_applied_only_once_begun_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An offset below the position is a log made anew: not applied on the old state.
+
+    Found by the status-log review: the new log's records went on top of the old state, and
+    wait_applied() of their lower offsets returned at once. Begun anew, the reader reads the
+    new log into a fresh state.
+    """
+    reader = _reader(monkeypatch, keep=False, secret=None)
+    told: list[bool] = []
+    reader._on_new_log = lambda: told.append(True)
+    old = [_record(member_key(GROUP, "a"), encoded(report_fields("a")), n, 1_000, None)
+           for n in range(5)]  # fmt: skip
+    reader._apply_all(old)
+    assert reader.state.position == 5
+    new = [_record(claim_key(GROUP, P0, "b"), b"{}", 1, 2_000, None)]
+    assert not reader._apply_all(new)
+    assert reader.stale
+    assert reader.state.holders == {}
+    assert not reader.wait_applied(1, 0)  # the old position is past the new log's offset
+    assert reader.begin_anew(1)
+    assert not reader.stale
+    assert (reader.state.position, reader.state.members) == (0, {})
+    joined = _record(member_key(GROUP, "b"), encoded(report_fields("b")), 0, 3_000, None)
+    reader._apply_all([joined])
+    assert set(reader.state.live_reports()) == {"b"}
+    assert reader.wait_applied(0, 0)
+
+
+def test_a_record_of_ours_landing_below_the_position_is_a_new_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write's offset below what was read: the log the reader read is not the topic's."""
+    reader = _reader(monkeypatch, keep=False, secret=None)
+    told: list[bool] = []
+    reader._on_new_log = lambda: told.append(True)
+    reader._apply_all([_record(b"other", b"x", n, 1_000, None) for n in range(5)])
+    reader.landed(5, 5)
+    reader.landed(3, 3)  # read past meanwhile: the position now says nothing
+    assert not reader.stale
+    reader.landed(2, 5)
+    assert reader.stale
+    assert told == [True]

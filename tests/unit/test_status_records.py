@@ -23,6 +23,7 @@ from client_balance.membership import (
     StatusReader,
     _checks,
     _log,
+    _renewal,
     claim_key,
     member_key,
     parse_key,
@@ -31,7 +32,7 @@ from client_balance.membership import (
 )
 from client_balance.membership._checks import _died_here
 from client_balance.membership._signing import HEADER, RecordGate, RecordSigner
-from tests.unit.test_status_member import FakeReader, FakeWriter
+from tests.unit.test_status_member import FakeReader, FakeWriter, answered
 
 GROUP = "billing"
 P0 = TopicPartition("orders", 0)
@@ -329,6 +330,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_log, "ensure_status_topic", lambda *args, **kwargs: 1)
     monkeypatch.setattr(_log, "StatusWriter", FakeWriter)
     monkeypatch.setattr(_log, "StatusReader", FakeReader)
+    monkeypatch.setattr(_renewal, "ask_topic_id", lambda *args: answered("id-1"))
 
 
 def _member_with(**settings: Any) -> StatusMember:
@@ -338,8 +340,12 @@ def _member_with(**settings: Any) -> StatusMember:
         consumer_id="me", host="h", pid=1, node_id=0, source_count=1, topics=("orders",),
         strategy="modulo", version="v", lease_timeout_s=0.6,
     )  # fmt: skip
-    return StatusMember(ClientBalanceSettings(**values), "me", lambda: report,
-                        on_change=lambda: None, on_fenced=lambda _: None)  # fmt: skip
+    member = StatusMember(ClientBalanceSettings(**values), "me", lambda: report,
+                          on_change=lambda: None, on_fenced=lambda _: None)  # fmt: skip
+    assert isinstance(member._reader, FakeReader)
+    assert isinstance(member._writer, FakeWriter)
+    member._reader.writer = member._writer  # it reads back what the member writes
+    return member
 
 
 @pytest.mark.usefixtures("fakes")

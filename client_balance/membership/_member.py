@@ -86,14 +86,14 @@ class StatusMember(GroupLookups):
             settings.bootstrap_servers, topic, self._group, kafka=kafka, timeout_s=timeout_s,
             secret=secret, on_change=on_change, admin=admin, on_failure=on_failure,
             allow_single_replica=settings.status_topic_single_replica_ok,
-            partitions=settings.status_topic_partitions, on_new_log=self._wake.set,
+            partitions=settings.status_topic_partitions, on_new_log=self._wake_all,
         )  # fmt: skip
         self._reader.state.verdicts_of = consumer_id
         self._claims = MemberClaims(
             self._writer, self._reader, self._group, consumer_id, self._wait_applied
         )
         self._renewal = LogRenewal(settings, self._reader, self._claims, admin=admin,
-                                   wake=self._wake.set, on_failure=on_failure)  # fmt: skip
+                                   wake=self._wake_all, on_failure=on_failure)  # fmt: skip
         self._warned_unsigned: set[str] = set()
         self._join_offset: int | None = None
         self._fenced = False
@@ -220,9 +220,18 @@ class StatusMember(GroupLookups):
         False once the last acknowledged report was sent ``fence_after_s`` ago or more: after
         failing writes, and also after a pause of the whole process (SIGSTOP, a long GC, a VM
         freeze), which no write ever reports. Checked by time alone, so it never waits on a
-        write in flight. Batches are handed out and commits made only while it is True.
+        write in flight. Batches are handed out and commits made only while it is True. False
+        too once the status topic is seen gone or made anew, while the report thread may still
+        wait on a write to it: the fence follows (``_renewal.py``).
         """
-        return not self._fenced and time.monotonic() - self._last_written_s < self._fence_after_s
+        if self._fenced or self._renewal.news() is not None:
+            return False
+        return time.monotonic() - self._last_written_s < self._fence_after_s
+
+    def _wake_all(self) -> None:
+        """The status topic was seen gone or made anew: the report thread and the round act."""
+        self._wake.set()
+        self._on_change()
 
     def _fence_if_silent(self) -> None:
         if time.monotonic() - self._last_written_s >= self._fence_after_s:

@@ -257,7 +257,8 @@ def test_a_commit_whose_answer_never_comes_gives_up_in_time_and_is_not_sent_agai
     committing.join(10)
     assert not committing.is_alive(), "the commit waited for an answer that never comes"
     [given_up] = outcome
-    assert isinstance(given_up, KafkaClientError) and given_up.retriable
+    assert isinstance(given_up, KafkaClientError)
+    assert given_up.retriable
     assert not commits.settled()  # its answer may still come: a fence waits for it
     with pytest.raises(KafkaClientError, match="still waits for its answer"):
         commits.commit(states)  # not a second request behind the first

@@ -157,6 +157,11 @@ def test_a_raising_hook_surfaces_on_the_next_call_and_consumption_goes_on(
         assert len(batch.messages) == 10
 
 
+def _disk_full(positions: Mapping[str, int]) -> None:
+    """An on_revoked whose state store is full: the flush fails."""
+    raise OSError("disk full: state not written")
+
+
 def test_an_on_revoked_that_fails_at_shutdown_is_raised_and_nothing_is_committed_past_it(
     kafka_bootstrap: str,
     new_topic: Callable[..., str],
@@ -167,10 +172,7 @@ def test_an_on_revoked_that_fails_at_shutdown_is_raised_and_nothing_is_committed
     produce(kafka_bootstrap, topic, 10, partitions=1)
     settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
 
-    def flush(positions: Mapping[str, int]) -> None:
-        raise OSError("disk full: state not written")
-
-    consumer = ClientBalanceConsumer(settings, on_revoked=flush)
+    consumer = ClientBalanceConsumer(settings, on_revoked=_disk_full)
     consumer.start([topic], -1, 0, pinned=[f"{topic}:0"])
     batch = consumer.get_message(timeout_s=30)
     consumer.confirm(batch.confirm_context)
@@ -194,10 +196,7 @@ def test_an_on_revoked_that_fails_in_a_round_leaves_the_commit_to_the_next_holde
     produce(kafka_bootstrap, topic, 10, partitions=1)
     settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
 
-    def flush(positions: Mapping[str, int]) -> None:
-        raise OSError("disk full: state not written")
-
-    with ClientBalanceConsumer(settings, on_revoked=flush) as consumer:
+    with ClientBalanceConsumer(settings, on_revoked=_disk_full) as consumer:
         consumer.start([topic], -1, 0)
         consumer.connect(f"{topic}:0")
         batch = consumer.get_message(timeout_s=30)

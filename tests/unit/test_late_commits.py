@@ -31,6 +31,18 @@ class _SlowConsumer:
         return []
 
 
+def _committing(
+    consumer: _SlowConsumer, now: list[float], **options: Any
+) -> tuple[list[HeldPartition], Committer]:
+    """One held state confirmed at 7 (3 committed), and a committer of it on the clock ``now``."""
+    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
+    commits = Committer(
+        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        held=lambda: states, clock=lambda: now[0], **options,
+    )  # fmt: skip
+    return states, commits
+
+
 def _no_failure(error: ClientBalanceError) -> None:
     pytest.fail(f"a commit failed: {error}")
 
@@ -156,11 +168,7 @@ def test_commits_wait_out_a_coordinator_that_was_away_instead_of_holding_the_cli
             raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Waiting for coordinator"))
 
     consumer = _SlowConsumer(during=no_coordinator)
-    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
-    commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
-        held=lambda: states, clock=lambda: now[0],
-    )  # fmt: skip
+    states, commits = _committing(consumer, now)
     attempts: list[float] = []
 
     def through_gate(action: Any) -> Any:
@@ -200,11 +208,7 @@ def test_a_commit_queued_behind_a_failing_one_does_not_try_again_within_the_wind
         raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Waiting for coordinator"))
 
     consumer = _SlowConsumer(during=no_coordinator)
-    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
-    commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
-        held=lambda: states, clock=lambda: now[0],
-    )  # fmt: skip
+    states, commits = _committing(consumer, now)
     gate = threading.Lock()  # the client lock
 
     def through_gate(action: Any) -> Any:
@@ -237,12 +241,7 @@ def test_a_commit_whose_answer_never_comes_gives_up_in_time_and_is_not_sent_agai
         assert healed.wait(30), "the test never healed the link"
 
     consumer = _SlowConsumer(during=no_answer)
-    states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
-    now = [100.0]
-    commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
-        held=lambda: states, clock=lambda: now[0], answer_wait_s=0.2,
-    )  # fmt: skip
+    states, commits = _committing(consumer, [100.0], answer_wait_s=0.2)
     outcome: list[BaseException | None] = []
 
     def commit() -> None:

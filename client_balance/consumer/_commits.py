@@ -142,9 +142,12 @@ class Committer:
         positions = [s.confirmed for s in states]
         offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
         with self._lock:
-            if self._in_flight:
-                raise _no_answer("an earlier commit still waits for its answer")
-            self._in_flight += 1
+            in_flight = self._in_flight
+            if not in_flight:
+                self._in_flight += 1
+        if in_flight:  # the coordinator is as good as away: sync confirms skip, and say it once
+            self._wait_out_the_coordinator()
+            raise _no_answer("an earlier commit still waits for its answer")
         runs = _Runs()
         threading.Thread(
             target=self._send_runs, args=(offsets, runs), name="client-balance-commit", daemon=True
@@ -160,6 +163,8 @@ class Committer:
                 for at in range(done, done + landed):
                     states[at].committed = positions[at]
             done += landed
+        if runs.error is not None and not isinstance(runs.error, KafkaException):
+            raise ClientBalanceError(f"committing offsets failed: {runs.error!r}") from runs.error
         if runs.error is not None:
             mapped = self._error(runs.error)
             if is_transient(mapped):
@@ -170,7 +175,7 @@ class Committer:
     def _send_runs(self, offsets: list[KafkaTopicPartition], runs: _Runs) -> None:
         try:
             runs.landed.extend(commit_runs(self._consumer, self._group_id, offsets))
-        except KafkaException as error:
+        except Exception as error:  # whatever it is, the waiting caller raises it
             runs.error = error
         finally:
             with self._lock:
@@ -262,7 +267,7 @@ class _Runs:
 
     def __init__(self) -> None:
         self.landed: list[int] = []
-        self.error: KafkaException | None = None
+        self.error: Exception | None = None
         self.done = threading.Event()
 
 

@@ -150,8 +150,9 @@ class Shelf:
         hand a batch out now goes straight into it as that batch (its first ``batch_max``
         messages, when a ``consume()`` asked for several small batches).
         """
-        # A fetch past a full budget is a stuck caller's: batches out give their buffers up.
-        to_pause = [] if self.budget.has_room() else self._evict()
+        # A fetch past a full budget is a stuck caller's (or one made to serve a queued call):
+        # batches out give their buffers up only for a partition that has nothing.
+        to_pause = [] if self.budget.has_room() or not self.stuck() else self._evict()
         self.budget.saw(messages)
         start = 0
         for key, length in split_runs(messages, self.topics_assigned):

@@ -83,14 +83,14 @@ class MemberClaims:
         read_before = self._reader.state.position
         try:
             written = self._writer.write(records)
+            self._settled(doubtful)
+            self._reader.landed(written[0][0], read_before)
+            claims = written[len(first) + len(doubtful) :]
+            self._wait_applied(written[-1][0])  # the claims landed: unsure if not read back
         except Exception:
             with self._lock:
                 self._unsure.update(wanted)
             raise
-        self._reader.landed(written[0][0], read_before)
-        self._settled(doubtful)
-        claims = written[len(first) + len(doubtful) :]
-        self._wait_applied(written[-1][0])
         verdicts: dict[TopicPartition, str | None] = {}
         with self._reader.lock:
             for partition, (offset, _) in zip(wanted, claims, strict=True):

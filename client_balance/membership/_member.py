@@ -254,7 +254,7 @@ class StatusMember(GroupLookups):
         if self._stop.is_set() or (awaiting_commits and not self._report_due()):
             return
         self._renewal.ask()  # an answer that shows another log wakes this thread
-        if self._renewal.news() is not None:  # _renewal.py: the log's leases are gone
+        if self._renewal.news() is not None and self._renewal.holds():  # the leases are gone
             self._fence("the status topic was deleted or made anew")
             if not self._renewal.renew():
                 return

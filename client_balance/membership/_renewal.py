@@ -97,6 +97,22 @@ class LogRenewal:
         with self._lock:
             return self._news if self._news is not None or not self._reader.stale else NEW
 
+    def holds(self) -> bool:
+        """Whether the news holds, asked again now: else it is dropped, and nothing fences.
+
+        One answer can be off (a broker whose metadata has not caught up says the topic is
+        missing): a healthy member must not fence on it, nor forget its claims.
+        """
+        return not self._same_log(self._topic_id())
+
+    def _same_log(self, found: str | None) -> bool:
+        if not found or found != self._known or self._reader.stale:
+            return False
+        with self._lock:
+            self._news = None
+        _log.info("the status topic is the one read after all", topic=self._topic)
+        return True
+
     def renew(self) -> bool:
         """Make a missing topic again and read the new log afresh; False if not done (yet).
 
@@ -104,6 +120,8 @@ class LogRenewal:
         the new log), and it claims afresh once its report is read back.
         """
         found = self._topic_id()
+        if self._same_log(found):  # the fence's way back withdraws the claims, as usual
+            return False
         if found == "":
             self._make_again()
             found = self._topic_id()

@@ -455,3 +455,19 @@ def test_a_caller_takes_what_is_queued_without_waiting_for_a_full_batch(
     assert not isinstance(batch, int)
     assert [m.offset() for m in batch.messages] == list(range(5))
     assert asked == [0]
+
+
+def test_a_fetch_past_a_full_budget_that_is_not_stuck_drops_no_buffer() -> None:
+    """A fetch made to serve a queued call, with another partition's batch ready: nothing evicted.
+
+    The fetch thread fetches whenever a call is queued; its fetch past a full budget dropped
+    every buffer of a batch out though nothing was stuck, to be fetched again later (the
+    review of this session's diff).
+    """
+    shelf, held = _shelf(limit=64 * KIB, batch_max=10)
+    shelf.share_out(_messages(0, range(10), 1000), [])  # partition 0's batch goes out
+    shelf.share_out(_messages(0, range(10, 40), 1000) + _messages(1, range(35), 1000), None)
+    assert not shelf.stuck()  # partition 1 has batches to hand out
+    shelf.share_out(_messages(1, range(35, 40), 1000), None)
+    assert not held[T0].evicted
+    assert held[T0].buffered == 30

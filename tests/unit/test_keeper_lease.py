@@ -141,3 +141,35 @@ def test_a_round_fenced_on_its_way_registers_nothing() -> None:
     keeper._register({TopicPartition("orders", 1): -1})
     assert status.claims == []
     assert fetcher.holds in ([], [set()])
+
+
+def test_a_release_while_a_commit_waits_for_its_answer_withdraws_its_claim_only_after_it() -> None:
+    """The claim stays until the commit given up has its answer; a later round withdraws it.
+
+    A commit given up after request_timeout_s may land yet: withdrawn at once, the partition's
+    next owner could commit before it landed, and the group's offset went back behind the new
+    owner's (the review of this session's diff).
+    """
+    fetcher = _Fetcher()
+    settled = [False]
+    fetcher.commits = SimpleNamespace(settled=lambda: settled[0])  # type: ignore[attr-defined]
+    withdrawn: list[set[TopicPartition]] = []
+    status = SimpleNamespace(
+        withdraw=lambda partitions: withdrawn.append(set(partitions)),
+        report_soon=lambda: None,
+        claimed=lambda: {ORDERS_0} - set().union(*withdrawn),
+    )
+    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
+        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+    keeper.status = cast(StatusMember, status)
+    keeper._release({ORDERS_0})
+    assert fetcher.releases == [(ORDERS_0, True)]
+    assert withdrawn == []  # its claim waits for the commit's answer
+    keeper._withdraw_strays()
+    assert withdrawn == []
+    settled[0] = True
+    keeper._withdraw_strays()  # the next round's
+    assert withdrawn == [{ORDERS_0}]

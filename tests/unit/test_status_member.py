@@ -438,3 +438,54 @@ def test_a_status_topic_that_cannot_be_made_again_is_named_in_the_next_error(
     assert member.fenced
     assert fenced == [True]
     member.leave()
+
+
+def test_one_answer_that_the_status_topic_is_missing_fences_nothing(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """A "missing" not repeated when asked again: no fence, and the claims stand.
+
+    One such answer (a broker whose metadata lags) fenced a healthy member, which forgot its
+    claims without withdrawing them: they stood in the log, refusing the partition to everyone
+    (the review of this session's diff).
+    """
+    member = member_on_fakes(monkeypatch, fenced)
+    p0 = TopicPartition("orders", 0)
+    member.join([p0])
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    wait_for(lambda: len(writer.records) > 3)  # the first answer ("id-1") was heard
+    odd = [1]
+
+    def once_missing(*args: object) -> Any:
+        if odd[0]:
+            odd[0] -= 1
+            return answered("")
+        return answered("id-1")
+
+    monkeypatch.setattr(_renewal, "ask_topic_id", once_missing)
+    wait_for(lambda: odd[0] == 0)
+    written = len(writer.records)
+    wait_for(lambda: len(writer.records) > written + 3)  # reports go on
+    assert fenced == []
+    assert member.claimed() == {p0}
+    member.leave()
+
+
+def test_a_claim_that_landed_but_was_not_read_back_is_withdrawn_with_the_next_write(
+    monkeypatch: pytest.MonkeyPatch, member: StatusMember
+) -> None:
+    """A read-back that timed out leaves the claim unsure, as a failed write does: tombstoned."""
+    p1 = TopicPartition("orders", 1)
+    member.join()
+    reader, writer = member._reader, member._writer
+    assert isinstance(reader, FakeReader)
+    assert isinstance(writer, FakeWriter)
+    caught_up = reader.wait_applied
+    monkeypatch.setattr(reader, "wait_applied", lambda offset, timeout_s: False)
+    with pytest.raises(KafkaClientError):
+        member.claim([p1])
+    monkeypatch.setattr(reader, "wait_applied", caught_up)
+    wait_for(lambda: (claim_key("g", p1, "me"), None) in writer.records)
+    assert member.claimed() == set()
+    member.leave()

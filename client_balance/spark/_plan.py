@@ -254,12 +254,18 @@ def _pick(
 def cut(
     first: Mapping[TopicPartition, int], highs: dict[TopicPartition, int], most: int
 ) -> dict[TopicPartition, int]:
-    """Ends that take at most ``most`` messages, shared in proportion to each backlog."""
+    """Ends that take about ``most`` messages, shared in proportion to each backlog.
+
+    As Spark's own source (``KafkaMicroBatchStream.rateLimit``): a share below one is rounded
+    up to one, so that a small backlog is never starved by a big one (it would wait for as long
+    as that lasts), and the batch may exceed ``most`` by up to one message per such partition.
+    The rest of ``most`` that rounding down leaves goes to the biggest backlogs first.
+    """
     backlog = {tp: max(high - first.get(tp, 0), 0) for tp, high in highs.items()}
     total = sum(backlog.values())
     if total <= most:
         return highs
-    share = {tp: most * size // total for tp, size in backlog.items()}
+    share = {tp: max(most * size // total, min(size, 1)) for tp, size in backlog.items()}
     left = most - sum(share.values())
     for tp in sorted(backlog, key=lambda tp: (-backlog[tp], tp)):  # the remainder, biggest first
         if left <= 0:

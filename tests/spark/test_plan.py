@@ -249,3 +249,34 @@ def test_node_partitions_split_with_min_partitions() -> None:
     assert sorted({task.node_id for task in tasks}) == [0, 1]
     read = sorted((p, o) for task in tasks for _, p, a, b in task.ranges for o in range(a, b))
     assert read == [(p, o) for p in (0, 1) for o in range(600)]
+
+
+def test_max_offsets_per_trigger_never_starves_a_small_backlog() -> None:
+    """1,000 behind on t:0 and 1 on t:1 under a cap of 100: t:1's message is in this batch."""
+    assert plan.cut({T0: 0, T1: 0}, {T0: 1_000, T1: 1}, 100) == {T0: 99, T1: 1}
+    many = {TopicPartition("t", n): 1 for n in range(2, 12)}  # more small ones than the cap
+    ends = plan.cut({}, {T0: 1_000, **many}, 5)
+    assert all(ends[tp] == 1 for tp in many)  # each rounded up to one, as Spark does
+
+
+def test_every_backlog_gets_its_share_as_sparks_rate_limit_gives() -> None:
+    """Random backlogs: each gets max(1, its floored share); over the cap only by the rounded up."""
+    generator = random.Random(11)
+    for _ in range(500):
+        parts = [TopicPartition("t", n) for n in range(generator.randint(1, 12))]
+        first = {tp: generator.randint(0, 50) for tp in parts}
+        highs = {tp: first[tp] + generator.choice([0, 1, 2, 5, 100, 10_000]) for tp in parts}
+        most = generator.randint(1, 300)
+        ends = plan.cut(first, highs, most)
+        backlog = {tp: highs[tp] - first[tp] for tp in parts}
+        taken = {tp: ends[tp] - first[tp] for tp in parts}
+        total = sum(backlog.values())
+        assert all(0 <= taken[tp] <= backlog[tp] for tp in parts)
+        if total <= most:
+            assert ends == highs
+            continue
+        for tp in parts:
+            if backlog[tp]:
+                assert taken[tp] >= max(1, most * backlog[tp] // total)
+        rounded_up = [tp for tp in parts if 0 < most * backlog[tp] < total]
+        assert most <= sum(taken.values()) <= most + len(rounded_up)

@@ -26,9 +26,11 @@ __all__ = [
     "offsets",
     "pattern",
     "positive_int",
+    "refuse_earliest_ending",
     "shown",
     "timestamp",
     "timestamps",
+    "uses_committed",
     "whole_number",
 ]
 
@@ -202,3 +204,23 @@ def pattern(name: str, value: str) -> str:
             "expression in Python's re syntax (matched against whole topic names)"
         ) from None
     return value
+
+
+def uses_committed(chosen: Offsets) -> bool:
+    """Whether ``chosen`` asks for the group's committed offset (-3) anywhere."""
+    if isinstance(chosen, int):
+        return chosen == COMMITTED
+    return any(offset == COMMITTED for per in chosen.values() for offset in per.values())
+
+
+def refuse_earliest_ending(ending: Offsets) -> None:
+    """An ending offset of -2 reads nothing: Spark's own source refuses it, and so do we."""
+    if not isinstance(ending, dict):
+        return
+    for topic, per_partition in sorted(ending.items()):
+        for partition, offset in sorted(per_partition.items()):
+            if offset == EARLIEST:
+                raise ConfigError(
+                    f"endingOffsets: {topic!r} partition {partition} ends at -2 (earliest), "
+                    "which reads nothing; use an offset, -1 (latest) or -3 (committed)"
+                )

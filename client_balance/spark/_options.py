@@ -33,9 +33,11 @@ from client_balance.spark._option_values import (
     offsets,
     pattern,
     positive_int,
+    refuse_earliest_ending,
     shown,
     timestamp,
     timestamps,
+    uses_committed,
 )
 from client_balance.strategies import get_strategy
 
@@ -302,21 +304,19 @@ def parse_options(
     get_strategy(strategy)
     starting = offsets("startingOffsets", given.get("startingoffsets"), COMMITTED, set(NAMED))
     ending = offsets("endingOffsets", given.get("endingoffsets"), LATEST, {"latest"})
-    _refuse_earliest_ending(ending)
-    starting_times = _times(given, "starting")
+    refuse_earliest_ending(ending)
+    starting_times, ending_times = _times(given, "starting"), _times(given, "ending")
     group_id = _group_id(given.get("group.id"))
-    # A starting timestamp wins over startingOffsets, as in Spark: then no group is needed.
-    needs_group = starting_times is None and (
-        starting == COMMITTED
-        or (
-            isinstance(starting, dict)
-            and any(o == COMMITTED for per in starting.values() for o in per.values())
-        )
-    )
-    if needs_group and group_id is None:
+    # A timestamp wins over its side's offsets, as in Spark: then that side needs no group.
+    if group_id is None and starting_times is None and uses_committed(starting):
         raise ConfigError(
             "option group.id is required with startingOffsets=committed (the default): it names "
             "the Kafka group whose committed offsets the read starts from"
+        )
+    if group_id is None and ending_times is None and uses_committed(ending):
+        raise ConfigError(
+            "option group.id is required with -3 (committed) in endingOffsets: it names the "
+            "Kafka group whose committed offsets the read ends at"
         )
     read_held = flag("readHeldPartitions", given.get("readheldpartitions"), default=False)
     made = SourceOptions(
@@ -344,7 +344,7 @@ def parse_options(
         assign=assign,
         subscribe_pattern=subscribe_pattern,
         starting_times=starting_times,
-        ending_times=_times(given, "ending"),
+        ending_times=ending_times,
         by_timestamp_strategy=_by_timestamp_strategy(
             given.get("startingoffsetsbytimestampstrategy")
         ),
@@ -369,16 +369,3 @@ def _status_topic(value: str | None) -> str:
         return check_topic_name(value.strip())
     except ConfigError as error:
         raise ConfigError(f"statusTopic={shown(value)} is not allowed: {error}") from None
-
-
-def _refuse_earliest_ending(ending: Offsets) -> None:
-    """An ending offset of -2 reads nothing: Spark's own source refuses it, and so do we."""
-    if not isinstance(ending, dict):
-        return
-    for topic, per_partition in sorted(ending.items()):
-        for partition, offset in sorted(per_partition.items()):
-            if offset == EARLIEST:
-                raise ConfigError(
-                    f"endingOffsets: {topic!r} partition {partition} ends at -2 (earliest), "
-                    "which reads nothing; use an offset, -1 (latest) or -3 (committed)"
-                )

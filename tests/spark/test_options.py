@@ -244,6 +244,16 @@ def test_a_starting_timestamp_needs_no_group() -> None:
         parse_options(_without("group.id"))
 
 
+def test_a_committed_end_needs_a_group_too() -> None:
+    """A -3 (committed) in endingOffsets without group.id is refused by name, as for a start."""
+    ending = '{"t": {"0": -3, "1": 5}}'
+    without = {**_without("group.id"), "startingOffsets": "earliest", "endingOffsets": ending}
+    with pytest.raises(ConfigError, match=r"group\.id is required .*endingOffsets"):
+        parse_options(without)
+    parse_options({**without, "group.id": "g"})
+    parse_options({**without, "endingTimestamp": "5"})  # a timestamp wins over endingOffsets
+
+
 @pytest.mark.parametrize(
     ("more", "message"),
     [

@@ -18,6 +18,7 @@ from client_balance._kafka import data_lost, offsets_for_timestamps
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 from client_balance.spark._loss import report_gone, report_loss, report_reset
+from client_balance.spark._offset_checks import refuse_reversed, refuse_unknown
 from client_balance.spark._option_values import COMMITTED, EARLIEST, LATEST, Offsets
 from client_balance.spark._options import SourceOptions
 from client_balance.spark._partition import NodePartition
@@ -111,14 +112,21 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
 
 
 def batch_ranges(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition, tuple[int, int]]:
-    """``[start, end)`` of every partition, clamped into its log, data loss reported."""
+    """``[start, end)`` of every partition, clamped into its log, data loss reported.
+
+    Offset JSON naming what the read does not have, and an end before its start, are
+    ``ConfigError``s (``_offset_checks``).
+    """
+    _refuse_unknown(options, bounds, starting=True)
+    _refuse_unknown(options, bounds, starting=False)
     starts = _timed(options, options.starting_times, bounds, starting=True)
     ends = _timed(options, options.ending_times, bounds, starting=False)
     ranges = {}
     for tp, (low, high, _) in sorted(bounds.items()):
         start = starts[tp] if starts else _pick(options.starting, tp, bounds[tp], starting=True)
-        end = _pick(options.ending, tp, bounds[tp], starting=False)
-        end = min(ends[tp] if ends else end, high)
+        end = ends[tp] if ends else _pick(options.ending, tp, bounds[tp], starting=False)
+        refuse_reversed(tp, start, end, high)
+        end = min(end, high)
         _check_loss(options, tp, start, min(low, end), "planning the read")
         start = min(max(start, low), high)
         ranges[tp] = (start, max(start, end))
@@ -126,7 +134,13 @@ def batch_ranges(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition,
 
 
 def stream_starts(options: SourceOptions, bounds: Bounds) -> dict[TopicPartition, int]:
-    """Where a new streaming query starts in each partition, data loss reported."""
+    """Where a new streaming query starts in each partition, data loss reported.
+
+    The JSON is checked against the partitions there are now, when it is applied: a stream
+    restarted from its checkpoint never applies it again. A partition named for a topic not
+    created yet is refused, as Spark's own source asserts it at a query's start.
+    """
+    _refuse_unknown(options, bounds, starting=True)
     starts = _timed(options, options.starting_times, bounds, starting=True)
     answer = {}
     for tp, (low, high, _) in sorted(bounds.items()):
@@ -183,6 +197,16 @@ def stream_ranges(
             start = 0
         ranges[tp] = (start, end)
     return ranges
+
+
+def _refuse_unknown(options: SourceOptions, bounds: Bounds, *, starting: bool) -> None:
+    """Refuse offset or timestamp JSON of one side naming partitions ``bounds`` lacks."""
+    side = "starting" if starting else "ending"
+    left_out = "to start at the earliest" if starting else "to end at the latest"
+    chosen = options.starting if starting else options.ending
+    times = options.starting_times if starting else options.ending_times
+    refuse_unknown(f"{side}Offsets", chosen, bounds, left_out=left_out)
+    refuse_unknown(f"{side}OffsetsByTimestamp", times, bounds, left_out=left_out)
 
 
 def _check_loss(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -83,6 +84,54 @@ def test_a_partition_left_out_of_offset_json_starts_earliest_and_ends_latest() -
     assert plan.batch_ranges(both, bounds) == {T0: (0, 100), T1: (20, 30)}
 
 
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        ({"startingOffsets": '{"tpyo": {"0": 5}}'},
+         "startingOffsets names topic 'tpyo', which the read does not have (it reads t:0-1)"),
+        ({"endingOffsets": '{"t": {"0": 5, "7": 9}}'},
+         "endingOffsets names partition t:7, which the read does not have (it reads t:0-1)"),
+        ({"startingOffsetsByTimestamp": '{"t": {"2": 5}, "u": {}}'},
+         "startingOffsetsByTimestamp names topic 'u' and partition t:2, which the read"),
+        ({"endingOffsetsByTimestamp": '{"tpyo": {"0": 5}}'},
+         "endingOffsetsByTimestamp names topic 'tpyo'"),
+    ],
+)  # fmt: skip
+def test_offset_json_naming_what_the_read_lacks_is_refused_by_name(
+    more: dict[str, str], message: str
+) -> None:
+    """A typo'd topic or an unknown partition in offset JSON names itself and what is read."""
+    bounds = {T0: (0, 100, None), T1: (0, 100, None)}
+    options = _options(**{"startingOffsets": "earliest", **more})
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        plan.batch_ranges(options, bounds)
+    assert "leave a partition out" in str(raised.value)  # the documented relaxation stays
+
+
+def test_a_streams_offset_json_is_checked_when_the_query_starts() -> None:
+    """stream_starts refuses a partition the read lacks then, as Spark's own source asserts."""
+    bounds = {T0: (0, 100, None)}
+    with pytest.raises(ConfigError, match=r"startingOffsets names partition t:1"):
+        plan.stream_starts(_options(startingOffsets='{"t": {"0": 3, "1": 4}}'), bounds)
+    assert plan.stream_starts(_options(startingOffsets='{"t": {"0": 3}}'), bounds) == {T0: 3}
+
+
+def test_an_end_before_its_start_is_refused_naming_the_partition() -> None:
+    """An end below the start (offsets or the group's) is a ConfigError with both offsets."""
+    bounds = {T0: (0, 100, 40), T1: (0, 100, None)}
+    reversed_json = _options(startingOffsets='{"t": {"0": 10}}', endingOffsets='{"t": {"0": 5}}')
+    with pytest.raises(ConfigError, match=r"t:0 would end at offset 5, before its start 10"):
+        plan.batch_ranges(reversed_json, bounds)
+    behind_the_group = _options(endingOffsets='{"t": {"0": 30}}')  # the group is at 40
+    with pytest.raises(ConfigError, match=r"t:0 would end at offset 30, before its start 40"):
+        plan.batch_ranges(behind_the_group, bounds)
+    # Offsets above the high watermark mean it (a read goes up to it): no error, nothing read.
+    above = _options(startingOffsets='{"t": {"0": 500}}', endingOffsets='{"t": {"0": 200}}')
+    assert plan.batch_ranges(above, bounds)[T0] == (100, 100)
+    same = _options(startingOffsets='{"t": {"0": 10}}', endingOffsets='{"t": {"0": 10}}')
+    assert plan.batch_ranges(same, bounds)[T0] == (10, 10)
+
+
 def test_stream_starts_and_batches_check_for_loss() -> None:
     """A stream's first start and each micro-batch's start below the log start raise."""
     bounds = {T0: (40, 100, 5)}
@@ -112,12 +161,12 @@ def test_timestamps_resolve_through_kafka_and_fall_back_to_the_end(
     bounds = {T0: (10, 100, None), T1: (0, 60, None), TopicPartition("t", 2): (5, 9, None)}
     options = _options(
         startingOffsetsByTimestamp='{"t": {"0": 1000, "1": 2000}}',
-        endingOffsetsByTimestamp='{"t": {"1": 1000}}',
+        endingOffsetsByTimestamp='{"t": {"1": 3000}}',
     )
     assert plan.batch_ranges(options, bounds) == {
         T0: (50, 100), T1: (60, 60), TopicPartition("t", 2): (5, 9),
     }  # fmt: skip
-    assert asked == [{T0: 1000, T1: 2000}, {T1: 1000}]
+    assert asked == [{T0: 1000, T1: 2000}, {T1: 3000}]
     every = plan.batch_ranges(_options(startingTimestamp="1000"), bounds)
     assert every == {T0: (50, 100), T1: (50, 60), TopicPartition("t", 2): (9, 9)}
 

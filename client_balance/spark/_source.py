@@ -22,7 +22,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from client_balance import admin
@@ -139,13 +144,16 @@ class _BatchReader(DataSourceReader):
         return read_node(partition)
 
 
-class _StreamReader(DataSourceStreamReader):
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches; offsets are ``{"topic": {"partition": next offset}}`` in sorted order.
 
     ``commit(end)`` comes one micro-batch late (Spark calls it while planning the next batch),
     so the Kafka group's offsets are also committed when Spark asks for the latest offset: it
     then starts from the end of a batch that is done. Spark's checkpoint stays the source of
     truth; the group's offsets are for the workers and the operator view.
+
+    ``SupportsTriggerAvailableNow``: without it Spark wraps the reader and asks for everything
+    available once, which ignores ``maxOffsetsPerTrigger``.
     """
 
     def __init__(self, options: SourceOptions) -> None:
@@ -157,6 +165,8 @@ class _StreamReader(DataSourceStreamReader):
         """Partitions left out of a commit as gone, logged once (``_existing``)."""
         self._initial: dict[str, dict[str, int]] | None = None
         """This process's answer to ``initialOffset()``: Spark asks twice and must hear one."""
+        self._target: dict[TopicPartition, int] | None = None
+        """``availableNow``: the high watermarks when the run began; no batch ends past them."""
 
     def _offsets(self, *, started: bool = False) -> Bounds:
         # Once the stream has read a topic, its deletion is data loss, not a wrong option.
@@ -173,6 +183,10 @@ class _StreamReader(DataSourceStreamReader):
             self._hold(starts, found)
             self._initial = offset_json(starts)
         return self._initial
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        """``availableNow``: read what there is now, in micro-batches of the read limit."""
+        self._target = {tp: high for tp, (_, high, _) in self._offsets(started=True).items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         """``maxOffsetsPerTrigger`` messages per micro-batch, or everything available."""
@@ -197,6 +211,8 @@ class _StreamReader(DataSourceStreamReader):
         bases = stream_bases(self._options, first, found)
         self._hold(first, found)
         highs = {tp: high for tp, (_, high, _) in found.items()}
+        if self._target is not None:
+            highs = _within(highs, self._target, first)
         if isinstance(limit, ReadMaxRows):
             highs = cut(bases, highs, limit.max_rows)
         if start is not None and start == self._initial:
@@ -289,6 +305,24 @@ class _StreamReader(DataSourceStreamReader):
                 partitions=[str(tp) for tp in dropped],
             )
         return kept
+
+
+def _within(
+    highs: Mapping[TopicPartition, int],
+    target: Mapping[TopicPartition, int],
+    first: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, int]:
+    """``highs`` no further than ``target``; a partition ``target`` lacks stays where it is.
+
+    A partition that appeared after the target was taken is left out, or, if the stream
+    already has it, kept at its offset: dropping it from the end would make a later batch read
+    it again from offset 0.
+    """
+    return {
+        tp: min(high, target[tp]) if tp in target else first[tp]
+        for tp, high in highs.items()
+        if tp in target or tp in first
+    }
 
 
 def _refuse_live_holders(options: SourceOptions, partitions: Iterable[TopicPartition]) -> None:

@@ -288,6 +288,38 @@ def test_max_offsets_per_trigger_bounds_each_micro_batch(
     assert distinct.n == 1_000
 
 
+@pytest.mark.timeout(300)
+def test_available_now_keeps_max_offsets_per_trigger_and_commits_the_end(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """availableNow, maxOffsetsPerTrigger=20, 100 messages: five batches of 20, each once."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 100, partitions=2)
+    group, name = f"an-{uuid.uuid4().hex[:8]}", f"an_{uuid.uuid4().hex[:8]}"
+    frame = (
+        spark.readStream.format("client_balance")
+        .option("kafka.bootstrap.servers", kafka_bootstrap).option("topics", topic)
+        .option("group.id", group).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 20).load()
+    )  # fmt: skip
+    query = (
+        frame.writeStream.format("memory").queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    try:
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+        rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    finally:
+        query.stop()
+    assert rows == [20] * 5  # Spark used to ask for everything once: one batch of 100
+    offsets = spark.table(name).select("partition", "offset").distinct().count()
+    assert offsets == 100
+    found = partition_offsets(kafka_bootstrap, group, [topic])
+    assert [committed for _, _, committed in found.values()] == [50, 50]  # asked after the last
+
+
 def test_a_read_refuses_partitions_live_workers_hold_unless_told(
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:

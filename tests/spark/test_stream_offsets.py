@@ -186,3 +186,20 @@ def test_a_micro_batch_with_nothing_new_keeps_the_offset_spark_has(kafka: FakeKa
     reader = _reader(startingOffsets="latest")
     end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     assert reader.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_available_now_reads_what_was_there_in_batches_of_the_limit(kafka: FakeKafka) -> None:
+    """prepareForTriggerAvailableNow: batches of maxOffsetsPerTrigger up to the highs then."""
+    kafka.bounds = {T0: (0, 50, None), T1: (0, 50, None)}
+    reader = _reader(maxOffsetsPerTrigger="20")
+    reader.prepareForTriggerAvailableNow()
+    kafka.bounds = {T0: (0, 80, None), T1: (0, 80, None), TopicPartition("t", 2): (0, 9, None)}
+    limit = reader.getDefaultReadLimit()
+    start: dict[str, Any] = reader.initialOffset()
+    sizes = []
+    while (end := reader.latestOffset(start, limit)) != start:
+        sizes.append(sum(map(len, _read(reader.partitions(start, end)).values())))
+        start = end
+    assert sizes == [20] * 5  # not the 160 + 9 there by now, nor one batch of 100
+    # The last batch's end, committed when Spark asks after it; t:2 (new since) held at its start.
+    assert kafka.commits[-1] == {T0: 50, T1: 50, TopicPartition("t", 2): 0}

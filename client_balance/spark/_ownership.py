@@ -1,10 +1,10 @@
 """A Spark read and the group's live members: what a live SDK member holds is not read.
 
-A batch read with a ``group.id`` reads that group's partitions, and may commit to it. If live
-workers of the same group hold some of them, both would read the same messages, and the read's
-commits would overwrite the workers' positions. So the driver reads the group's status view
-first and refuses, naming the members, unless ``readHeldPartitions`` asks to read them anyway:
-then the read is read-only (nothing is committed to the group).
+A batch read with a ``group.id`` reads that group's partitions (from its committed offsets by
+default); it never commits to the group. If live workers of the same group hold some of them,
+both would read the same messages, each as the group's. So the driver reads the group's status
+view first and refuses, naming the members, unless ``readHeldPartitions`` asks to read them
+anyway. (A streaming query commits, and takes part through ``_registration`` instead.)
 """
 
 from __future__ import annotations

@@ -163,6 +163,22 @@ def test_a_partition_left_out_of_offset_json_is_read_from_earliest_to_latest(
     assert offsets_of(rows) == [(0, 3), (0, 4)] + [(1, o) for o in range(50)]
 
 
+def test_aborted_transactions_are_not_read_as_read_committed_reads(
+    spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    """Read with isolation.level read_committed: records of an aborted transaction are left out."""
+    topic = new_topic(partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for numbers, commit in ((range(5), True), (range(5, 8), False), (range(8, 10), True)):
+        producer.begin_transaction()
+        for number in numbers:
+            producer.produce(topic, str(number).encode(), partition=0)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    rows = read(spark, kafka_bootstrap, topics=topic, startingOffsets="earliest").collect()
+    assert sorted(int(row.value) for row in rows) == [0, 1, 2, 3, 4, 8, 9]  # never 5, 6, 7
+
+
 def test_assign_reads_exactly_the_named_partitions(
     spark: Any, kafka_bootstrap: str, new_topic: Callable[..., str]
 ) -> None:

@@ -801,7 +801,7 @@ def test_polling_with_no_wait_gets_what_is_there(
     consumer = make_consumer(batch_max_messages=10)
     consumer.start([topic], source_count=0)
     consumer.connect(f"{topic}:0", 0)
-    seen: list[int] = []
+    seen: list[int | None] = []
     for _ in range(3_000):  # 30 s at most of polling every 10 ms
         try:
             batch = consumer.get_message(timeout_s=0)

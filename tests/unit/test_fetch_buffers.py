@@ -171,9 +171,9 @@ def _fetch_into(shelf: Shelf, logs: _Logs) -> None:
         logs.paused.update(tp.partition for tp in shelf.share_out(messages, None))
 
 
-def _take_all(shelf: Shelf, logs: _Logs, partition: TopicPartition, count: int) -> list[int]:
+def _take_all(shelf: Shelf, logs: _Logs, partition: TopicPartition, count: int) -> list[int | None]:
     # Takes and confirms batches until ``count`` messages of ``partition`` came.
-    offsets: list[int] = []
+    offsets: list[int | None] = []
     for _ in range(10 * count):
         if len(offsets) >= count:
             break

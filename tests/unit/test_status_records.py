@@ -482,7 +482,9 @@ def test_the_gate_remembers_one_sequence_per_writer_not_per_key() -> None:
     for start in range(50):  # members that joined, claimed 20 partitions each, and left
         signer, member = RecordSigner(SECRET), f"member-{start}"
         claims = [claim_key(GROUP, TopicPartition("orders", p), member) for p in range(20)]
-        records = [(member_key(GROUP, member), encoded(report_fields(member)))]
+        records: list[tuple[bytes, bytes | None]] = [
+            (member_key(GROUP, member), encoded(report_fields(member)))
+        ]
         records += [(key, b"{}") for key in claims] + [(key, None) for key in claims]
         records.append((member_key(GROUP, member), None))
         for key, value in records:

@@ -179,11 +179,8 @@ class AsyncClientBalanceConsumer:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc is None:
-            await self.shutdown()
-            return
-        # A callback's failure was logged when it failed; the block's own error is the one to see.
-        with contextlib.suppress(CallbackError):
+        # A callback's failure (logged when it failed) must not hide the block's own error.
+        with contextlib.suppress(*(() if exc is None else (CallbackError,))):
             await self.shutdown()
 
     # ------------------------------------------------------------------ consume / confirm
@@ -194,14 +191,14 @@ class AsyncClientBalanceConsumer:
         back; one that arrives after the wait was cancelled is rolled back too.
         """
         wait_s = check_wait("timeout_s", timeout_s)
-        task = asyncio.current_task()
-        coroutine = task.get_coro() if task is not None else None
-        # A task that is only this call ends by returning the batch, which hands it on: a
-        # cancel of the task that uses it can no longer roll it back (docs/async.md).
-        own_task = getattr(coroutine, "cr_frame", None) is inspect.currentframe()
-        if own_task and not self._warned_own_task:
-            self._warned_own_task = True
-            _log.warning("get_message awaited in a task of its own", advice=_OWN_TASK_ADVICE)
+        if not self._warned_own_task:  # looked at until it warned once
+            task = asyncio.current_task()
+            coroutine = task.get_coro() if task is not None else None
+            # A task that is only this call ends by returning the batch, which hands it on: a
+            # cancel of the task that uses it can no longer roll it back (docs/async.md).
+            if getattr(coroutine, "cr_frame", None) is inspect.currentframe():
+                self._warned_own_task = True
+                _log.warning("get_message awaited in a task of its own", advice=_OWN_TASK_ADVICE)
         return await self._lanes.take(wait_s)
 
     async def confirm(self, confirm_context: str, consumed: bool = True) -> ConfirmResult:

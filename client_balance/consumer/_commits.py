@@ -164,7 +164,8 @@ class Committer:
                     states[at].committed = positions[at]
             done += landed
         if runs.error is not None and not isinstance(runs.error, KafkaException):
-            raise ClientBalanceError(f"committing offsets failed: {runs.error!r}") from runs.error
+            failed = type(runs.error).__name__  # its text may quote the client's settings
+            raise ClientBalanceError(f"committing offsets failed: {failed}") from runs.error
         if runs.error is not None:
             mapped = self._error(runs.error)
             if is_transient(mapped):

@@ -35,6 +35,7 @@ from client_balance._kafka._clients import (
     LIBRDKAFKA_DEFAULTS,
     AdminOwner,
     admin_client,
+    commit_client,
     drop_queued,
     fetch_client,
     group_client,
@@ -63,6 +64,7 @@ from client_balance._kafka._metadata import (
 )
 from client_balance._kafka._offsets import (
     COMMIT_REQUEST_BYTES,
+    Committing,
     SecondReader,
     commit_batches,
     commit_offsets,
@@ -100,6 +102,7 @@ __all__ = [
     "TRANSIENT_KAFKA_CODES",
     "AdminClient",
     "AdminOwner",
+    "Committing",
     "Consumer",
     "KafkaError",
     "KafkaException",
@@ -119,6 +122,7 @@ __all__ = [
     "check_login",
     "cluster_answers",
     "commit_batches",
+    "commit_client",
     "commit_offsets",
     "commit_runs",
     "create_topics",

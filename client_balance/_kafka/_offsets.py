@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Literal, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -37,6 +38,7 @@ SecondReader = Callable[[], Consumer]
 
 __all__ = [
     "COMMIT_REQUEST_BYTES",
+    "Committing",
     "SecondReader",
     "commit_batches",
     "commit_offsets",
@@ -84,8 +86,16 @@ def commit_batches(
         yield batch
 
 
+class Committing(Protocol):
+    """A client that commits offsets and waits (confluent-kafka's ``Consumer``)."""
+
+    def commit(
+        self, *, offsets: list[KafkaTopicPartition], asynchronous: Literal[False]
+    ) -> list[KafkaTopicPartition] | None: ...
+
+
 def commit_runs(
-    client: Consumer, group_id: str, offsets: Sequence[KafkaTopicPartition]
+    client: Committing, group_id: str, offsets: Sequence[KafkaTopicPartition]
 ) -> Iterator[int]:
     """Commit ``offsets`` and wait, run by run (``commit_batches``); yield each run's length.
 

@@ -18,8 +18,9 @@ from client_balance.settings import ClientBalanceSettings
 
 __all__ = ["NO_METRICS", "HeldLags", "Recorder", "check_metrics", "recorder_for"]
 
-HeldLags = Callable[[], Iterable[tuple[TopicPartition, int | None]]]
-"""The partitions a member holds now, each with its lag (None while its high is unknown)."""
+HeldLags = Callable[[], Iterable[tuple[TopicPartition, int | None, int | None]]]
+"""The partitions a member holds now, each with its lag (None while its high is unknown) and
+its committed position (None before this member's first commit of it)."""
 
 RoundOnce = Callable[[bool], None]
 

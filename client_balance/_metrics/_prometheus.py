@@ -232,8 +232,7 @@ class _LiveCollector(Collector):
         with self._lock:
             recorders = list(self._recorders)
         for recorder in recorders:
-            _add_held(families, recorder)
-            _add_fetched(families, recorder)
+            _add_fetched(families, recorder, _add_held(families, recorder))
         return iter(families.values())
 
 
@@ -249,7 +248,7 @@ def _new_families() -> dict[str, Any]:
         ),
         "fetch_lag": GaugeMetricFamily(
             f"{name}fetch_consumer_lag_messages",
-            "librdkafka's consumer_lag: high watermark minus committed offset.",
+            "The last fetch's high watermark minus the member's committed offset.",
             labels=partition,
         ),
         "fetch_messages": CounterMetricFamily(
@@ -276,30 +275,37 @@ def _new_families() -> dict[str, Any]:
     }
 
 
-def _add_held(families: dict[str, Any], recorder: PrometheusRecorder) -> None:
+def _add_held(families: dict[str, Any], recorder: PrometheusRecorder) -> dict[TopicPartition, int]:
+    """The held partitions' gauges; returns their committed positions, where known."""
     if recorder.held is None:
-        return
+        return {}
     try:
         held = list(recorder.held())
     except ClientBalanceError as error:  # the consumer is closing: its gauges are left out
         _log.debug("held partitions not read for metrics", error=str(error))
-        return
+        return {}
     member = list(recorder.member)
     families["held"].add_metric(member, len(held))
-    for partition, lag in held:
+    for partition, lag, _ in held:
         if lag is not None:
             families["lag"].add_metric([*member, partition.topic, str(partition.partition)], lag)
+    return {partition: committed for partition, _, committed in held if committed is not None}
 
 
-def _add_fetched(families: dict[str, Any], recorder: PrometheusRecorder) -> None:
+def _add_fetched(
+    families: dict[str, Any], recorder: PrometheusRecorder, committed: dict[TopicPartition, int]
+) -> None:
     fetched = recorder.fetched
     if fetched is None:
         return
     member = list(recorder.member)
     for at in fetched.partitions:
         labels = [*member, at.topic, str(at.partition)]
-        if at.consumer_lag is not None:
-            families["fetch_lag"].add_metric(labels, at.consumer_lag)
+        # Commits go through a client of their own: the fetching client's statistics never
+        # learn a committed offset, so the lag is the fetch's high minus the member's commit.
+        position = committed.get(TopicPartition(at.topic, at.partition))
+        if at.high_watermark is not None and position is not None:
+            families["fetch_lag"].add_metric(labels, max(at.high_watermark - position, 0))
         families["fetch_messages"].add_metric(labels, at.messages)
         families["fetch_bytes"].add_metric(labels, at.bytes)
         families["fetch_queue"].add_metric(labels, at.queued_messages)

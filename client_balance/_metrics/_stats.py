@@ -23,8 +23,8 @@ class PartitionFetch:
 
     topic: str
     partition: int
-    consumer_lag: int | None
-    """The high watermark minus the committed offset (None while either is unknown)."""
+    high_watermark: int | None
+    """The high watermark of the last fetch (None before the first)."""
     messages: int
     """Messages received since the client started."""
     bytes: int
@@ -71,12 +71,12 @@ def _partitions(document: dict[str, Any]) -> tuple[PartitionFetch, ...]:
             partition = int(stats["partition"])
             if partition < 0 or stats.get("fetch_state", "none") == "none":
                 continue
-            lag = int(stats.get("consumer_lag", -1))
+            high = int(stats.get("hi_offset", -1))
             found.append(
                 PartitionFetch(
                     topic=topic,
                     partition=partition,
-                    consumer_lag=lag if lag >= 0 else None,
+                    high_watermark=high if high >= 0 else None,
                     messages=int(stats.get("rxmsgs", 0)),
                     bytes=int(stats.get("rxbytes", 0)),
                     queued_messages=int(stats.get("fetchq_cnt", 0)),

@@ -12,17 +12,15 @@ from collections.abc import Callable, Sequence
 
 from client_balance._kafka import (
     GROUP_IN_USE_CODES,
-    Consumer,
     KafkaException,
     KafkaTopicPartition,
-    commit_batches,
-    commit_runs,
     from_kafka_exception,
     is_transient,
     kafka_tp,
 )
 from client_balance._logging import get_logger
 from client_balance.consumer._buffers import HeldPartition
+from client_balance.consumer._commit_sender import CommitClient, CommitJob, CommitSender
 from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
 
 __all__ = ["Committer"]
@@ -37,11 +35,11 @@ _AWAY_AT_MOST_S = 60.0
 
 
 class Committer:
-    """Commits held partitions' confirmed positions through the client lock's owner."""
+    """Commits held partitions' confirmed positions, through a sender of their own."""
 
     def __init__(
         self,
-        consumer: Consumer,
+        new_client: Callable[[], CommitClient],
         group_id: str,
         interval_s: float,
         lock: threading.Condition,
@@ -52,7 +50,6 @@ class Committer:
         clock: Callable[[], float] = time.monotonic,
         answer_wait_s: float = 10.0,
     ) -> None:
-        self._consumer = consumer
         self._held = held
         self._holds = holds
         self._may_commit = may_commit
@@ -63,20 +60,24 @@ class Committer:
         self._answer_wait_s = answer_wait_s
         self._last_flush_s = clock()
         self._last_recommit_s = clock()
-        self._in_flight = 0
-        # A commit to a coordinator out of reach holds the client lock for librdkafka's whole
-        # wait (10 s seen): tried on every interval and confirm, fetching would stall for most
-        # of an outage. After such a failure they wait out a window, doubled each time.
+        self._sender = CommitSender(new_client, group_id, lock)
+        # librdkafka waits for a commit's answer until its coordinator's link heals: tried on
+        # every interval and confirm, commits would queue up behind it. After a commit failed
+        # that way (or was given up), they wait out a window, doubled each time.
         self._away_until_s = float("-inf")
         self._away_for_s = 0.0
 
+    def start(self) -> None:
+        """Make the commit client now, in the background: the first commit finds it ready."""
+        self._sender.start()
+
     def settled(self) -> bool:
-        """Whether no commit is waiting for its answer.
+        """Whether no commit is queued or waiting for its answer.
 
         librdkafka holds a commit while the group's coordinator is out of reach, and sends it
         when it is back.
         """
-        return self._in_flight == 0
+        return self._sender.settled()
 
     def recommit_soon(self) -> None:
         """Commit every held position again at the next interval check (or release).
@@ -91,19 +92,16 @@ class Committer:
                 state.committed = None
         self._last_flush_s = float("-inf")
 
-    def commit_confirmed(
-        self, state: HeldPartition, through_gate: Callable[[Callable[[], bool]], object]
-    ) -> bool:
-        """Commit one confirmed position now (``commit="sync"``); False if Kafka refused.
+    def commit_confirmed(self, state: HeldPartition) -> bool:
+        """Commit one confirmed position now (``commit="sync"``); False if not committed.
 
         A refusal is logged and left to the interval's commits: the position stays confirmed.
+        So is a commit skipped for the window of a coordinator found away.
         """
         if self._coordinator_away():
             return False  # the interval's commit makes it once the coordinator is back
-        try:  # asked again at the lock: the commit this one queued behind may have failed
-            return bool(
-                through_gate(lambda: not self._coordinator_away() and self.commit_held([state]))
-            )
+        try:
+            return self._commit([state], only_held=True, skip_when_away=True) == 1
         except GroupInUseError:
             raise
         except KafkaClientError as error:
@@ -111,95 +109,95 @@ class Committer:
             return False
 
     def commit_held(self, states: Sequence[HeldPartition]) -> bool:
-        """Commit those of ``states`` still held (under the client lock); whether all were.
+        """Commit those of ``states`` still held when the commit's turn comes; whether all were.
 
-        The states were taken before the client lock: a release without commit (the topic
-        re-created, or the partition another member's now) may have come in between, and the
-        position it left behind must not be committed after it. A release drops its state
-        under the client lock, so none slips in between this look and the commit.
+        The states were taken earlier: a release without commit (the topic re-created, or the
+        partition another member's now) may have come in between, and the position it left
+        behind must not be committed after it.
         """
-        with self._lock:
-            held = [state for state in states if self._holds(state)]
-        if held:
-            self.commit(held)
-        return len(held) == len(states)
+        return self._commit(states, only_held=True) == len(states)
 
     def commit(self, states: Sequence[HeldPartition]) -> None:
-        """Commit each state's confirmed position now (the caller holds the client lock).
+        """Commit each state's confirmed position now, held yet or not (a start's commit)."""
+        self._commit(states, only_held=False)
+
+    def _commit(
+        self, states: Sequence[HeldPartition], *, only_held: bool, skip_when_away: bool = False
+    ) -> int:
+        """Commit the states' confirmed positions and wait; how many were sent.
 
         Refused while ``may_commit()`` says the member's lease may have lapsed: another member
         may hold the partitions by now, and its commits are not ours to overwrite. A commit
         whose answer comes only after that is not counted as made either: the new owner
         commits over it once this member is back (:meth:`recommit_soon`).
 
-        librdkafka waits for a commit's answer until the coordinator's link heals, however
-        long: the commit is sent from a thread of its own and waited for ``answer_wait_s`` at
-        most, then given up as transient (the window begins). Until its answer comes, no other
-        commit is sent, and ``settled()`` says so.
+        The answer is waited for ``answer_wait_s`` at most, then given up as transient (the
+        window begins). Until its answer comes, no other commit is waited for.
         """
         if not self._may_commit():
             raise _lease_lapsed("nothing is committed until it is renewed")
-        positions = [s.confirmed for s in states]
-        offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
-        with self._lock:
-            in_flight = self._in_flight
-            if not in_flight:
-                self._in_flight += 1
-        if in_flight:  # the coordinator is as good as away: sync confirms skip, and say it once
+        if self._sender.overdue():  # the coordinator is as good as away: say it at once
             self._wait_out_the_coordinator()
             raise _no_answer("an earlier commit still waits for its answer")
-        runs = _Runs()
-        threading.Thread(
-            target=self._send_runs, args=(offsets, runs), name="client-balance-commit", daemon=True
-        ).start()
-        if not runs.done.wait(self._answer_wait_s):
-            self._wait_out_the_coordinator()
-            raise _no_answer(f"no answer within {self._answer_wait_s} s")
+        picked: list[HeldPartition] = []
+        positions: list[int] = []
+        lapsed: list[bool] = []
+
+        def pick() -> list[KafkaTopicPartition]:  # under the state lock, at the commit's turn
+            if skip_when_away and self._coordinator_away():
+                return []  # the one before found the coordinator away: see the window
+            if not self._may_commit():
+                lapsed.append(True)
+                return []
+            picked.extend(s for s in states if not only_held or self._holds(s))
+            positions.extend(s.confirmed for s in picked)
+            return [kafka_tp(s.partition, at) for s, at in zip(picked, positions, strict=True)]
+
+        job = self._sender.queue(pick, self._after_answer)
+        if not job.done.wait(self._answer_wait_s):
+            self._sender.give_up(job)
+            if not job.done.is_set():
+                self._wait_out_the_coordinator()
+                raise _no_answer(f"no answer within {self._answer_wait_s} s")
+        if lapsed:
+            raise _lease_lapsed("nothing is committed until it is renewed")
         done = 0
-        for landed in runs.landed:
+        for landed in job.landed:
             if not self._may_commit():
                 raise _lease_lapsed("a commit answered after that counts for nothing")
             with self._lock:  # a run that landed stays marked, should a later one fail
                 for at in range(done, done + landed):
-                    states[at].committed = positions[at]
+                    picked[at].committed = positions[at]
             done += landed
-        if runs.error is not None and not isinstance(runs.error, KafkaException):
-            failed = type(runs.error).__name__  # its text may quote the client's settings
-            raise ClientBalanceError(f"committing offsets failed: {failed}") from runs.error
-        if runs.error is not None:
-            mapped = self._error(runs.error)
-            if is_transient(mapped):
-                self._wait_out_the_coordinator()
-            raise mapped from runs.error
-        self._away_for_s = 0.0
+        if job.error is not None:
+            raise self._raised(job.error) from job.error
+        return len(picked)
 
-    def _send_runs(self, offsets: list[KafkaTopicPartition], runs: _Runs) -> None:
-        try:
-            runs.landed.extend(commit_runs(self._consumer, self._group_id, offsets))
-        except Exception as error:  # whatever it is, the waiting caller raises it
-            runs.error = error
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                self._lock.notify_all()  # close_after_answers may wait for it
-            runs.done.set()
+    def _after_answer(self, job: CommitJob) -> None:
+        """On the sender's thread: a coordinator found away starts the window at once.
 
-    def close_after_answers(self, close_client: Callable[[], None]) -> None:
-        """Close the client once no commit waits for its answer (``answer_wait_s`` at most).
-
-        A commit's thread still inside librdkafka would have the client freed under it; such a
-        client is left open instead (its threads end with the process), and that is logged.
+        The next commit's turn comes right after: had the window waited for this commit's
+        waiter, it would have been sent, and waited as long again.
         """
-        with self._lock:
-            answered = self._lock.wait_for(self.settled, self._answer_wait_s)
-        if answered:
-            close_client()
-        else:
-            _log.warning("a commit still waits for its answer; the Kafka client is left open")
+        if job.error is None:
+            if job.landed:
+                self._away_for_s = 0.0
+        elif isinstance(job.error, KafkaException) and is_transient(self._error(job.error)):
+            self._wait_out_the_coordinator()
+
+    def close(self) -> None:
+        """Send the commits queued, then close the commit client (``answer_wait_s`` at most).
+
+        A commit still inside librdkafka after that keeps its client open (its thread ends
+        with the process) rather than have it freed under the call; that is logged.
+        """
+        if not self._sender.close(self._answer_wait_s):
+            _log.warning("a commit still waits for its answer; its Kafka client is left open")
 
     def _wait_out_the_coordinator(self) -> None:
-        self._away_for_s = min(max(2 * self._away_for_s, self._interval_s), _AWAY_AT_MOST_S)
-        self._away_until_s = self._clock() + self._away_for_s
+        with self._lock:
+            self._away_for_s = min(max(2 * self._away_for_s, self._interval_s), _AWAY_AT_MOST_S)
+            self._away_until_s = self._clock() + self._away_for_s
 
     def send(self, states: Sequence[HeldPartition]) -> None:
         """Send a commit of each state's confirmed position, not waiting for its answer.
@@ -209,25 +207,27 @@ class Committer:
         """
         if not states or not self._may_commit():
             return
-        offsets = [kafka_tp(s.partition, s.confirmed) for s in states]
-        try:
-            for batch in commit_batches(self._group_id, offsets):
-                self._consumer.commit(offsets=batch, asynchronous=True)
-        except KafkaException as error:  # the interval's commit makes it again
-            _log.warning("commit failed; will retry", error=str(self._error(error)))
 
-    def commit_due(self, states: Sequence[HeldPartition]) -> None:
+        def pick() -> list[KafkaTopicPartition]:
+            if not self._may_commit():
+                return []
+            return [kafka_tp(s.partition, s.confirmed) for s in states if self._holds(s)]
+
+        self._sender.queue(pick, self._after_sent)
+
+    def _after_sent(self, job: CommitJob) -> None:
+        self._after_answer(job)
+        if job.error is not None:  # the interval's commit makes it again
+            _log.warning("commit failed; will retry", error=str(self._raised(job.error)))
+
+    def commit_due(self, states: Sequence[HeldPartition], *, skip_when_away: bool = False) -> None:
         """Commit the states whose confirmed position is not committed yet."""
         with self._lock:
             due = [s for s in states if s.committed != s.confirmed]
         if due:
-            self.commit_held(due)
+            self._commit(due, only_held=True, skip_when_away=skip_when_away)
 
-    def on_interval(
-        self,
-        call: Callable[[Callable[[], object]], object],
-        fail: Callable[[ClientBalanceError], None],
-    ) -> None:
+    def on_interval(self, fail: Callable[[ClientBalanceError], None]) -> None:
         """Every ``commit_interval_s``: commit what is due (every hour: all of it again)."""
         now = self._clock()
         # Also in "sync" mode: a commit that failed while the broker was away is retried here.
@@ -239,9 +239,10 @@ class Committer:
             self._last_recommit_s = now
         try:
             states = self._held()
-            commit = self.commit_held if everything else self.commit_due
-            if states:  # the window asked again at the lock, as for a sync confirm
-                call(lambda: None if self._coordinator_away() else commit(states))
+            if states and everything:
+                self._commit(states, only_held=True, skip_when_away=True)
+            elif states:
+                self.commit_due(states, skip_when_away=True)
         except GroupInUseError as error:
             fail(error)
         except KafkaClientError as error:
@@ -250,6 +251,15 @@ class Committer:
     def _coordinator_away(self) -> bool:
         """Whether the last commit found the coordinator out of reach, within its window."""
         return self._clock() < self._away_until_s
+
+    def _raised(self, error: Exception) -> ClientBalanceError:
+        """What a commit's waiter raises for the error its sender met."""
+        if isinstance(error, ClientBalanceError):
+            return error
+        if isinstance(error, KafkaException):
+            return self._error(error)
+        # Its text may quote the client's settings: named by type only.
+        return ClientBalanceError(f"committing offsets failed: {type(error).__name__}")
 
     def _error(self, error: KafkaException) -> ClientBalanceError:
         mapped = from_kafka_exception(error, "committing offsets")
@@ -261,15 +271,6 @@ class Committer:
                 group_id=self._group_id,
             )
         return mapped
-
-
-class _Runs:
-    """What a commit's thread reports: the runs that landed, the error that ended it."""
-
-    def __init__(self) -> None:
-        self.landed: list[int] = []
-        self.error: Exception | None = None
-        self.done = threading.Event()
 
 
 def _no_answer(why: str) -> KafkaClientError:

@@ -31,6 +31,7 @@ from client_balance._kafka import (
     KafkaError,
     KafkaException,
     Message,
+    commit_client,
     fetch_client,
     from_kafka_exception,
     kafka_tp,
@@ -88,12 +89,7 @@ class Fetcher:
         self._ready = self.shelf.ready
         self._wake = threading.Event()
         self._gate = ClientGate(on_wait=self._wake.set, on_release=self._notify)
-        self.commits = Committer(  # also asked by the member whether its commits settled
-            self._consumer, settings.group_id, settings.commit_interval_s, self._lock,
-            held=self._states, may_commit=lambda: self.shelf.lease_ok(),  # noqa: PLW0108 - set later
-            holds=lambda state: self._held.get(state.partition) is state,
-            answer_wait_s=settings.request_timeout_s,
-        )  # fmt: skip
+        self.commits = _committer(self)  # also asked by the member whether commits settled
         self.starter = Starter(  # its ``admin`` is set once ``launch`` has made one
             self._consumer, held=self._held, lock=self._lock, shelf=self.shelf,
             commits=self.commits, timeout_s=self._timeout_s,
@@ -108,6 +104,7 @@ class Fetcher:
         self._thread = threading.Thread(target=loop, args=(self._run_once, self._stopping),
                                         name="client-balance-fetch", daemon=True)  # fmt: skip
         self._thread.start()
+        self.commits.start()  # its client is made meanwhile, off the way to the first message
 
     def metadata(self, topics: Sequence[str]) -> Any:
         """Metadata of ``topics`` through this client (warm, and its cache learns)."""
@@ -195,8 +192,8 @@ class Fetcher:
             return
         try:
             if commit and state.committed != state.confirmed:
-                self._gate.call(lambda: self.commits.commit_held([state]))
-        finally:  # under the client lock: see Committer.commit_held
+                self.commits.commit_held([state])
+        finally:
             self._gate.call(lambda: self.starter.forget([state]))
 
     def let_go(self, partitions: Iterable[TopicPartition]) -> None:
@@ -263,7 +260,7 @@ class Fetcher:
         if rewind_to is not None:
             self._gate.call(lambda: self._rewind(state, rewind_to))
         if consumed and self._settings.commit == "sync":
-            committed = self.commits.commit_confirmed(state, self._gate.call)
+            committed = self.commits.commit_confirmed(state)
             return Settled(position, committed, batch.end)
         if rewind_to is None:
             self._resume_if_drained(partition)
@@ -278,7 +275,7 @@ class Fetcher:
 
     def flush(self) -> None:
         """Commit every confirmed position not yet committed."""
-        self._gate.call(lambda: self.commits.commit_due(self._states()))
+        self.commits.commit_due(self._states())
 
     def _states(self) -> list[HeldPartition]:
         with self._lock:
@@ -316,7 +313,7 @@ class Fetcher:
         else:
             self._wake.wait(min(_CALLERS_FETCH_FOR_S if fetching else _IDLE_WAIT_S, deferred_s))
         self._wake.clear()
-        self.commits.on_interval(self._gate.call, self.failures.store)
+        self.commits.on_interval(self.failures.store)
 
     def _resume(self, state: HeldPartition) -> None:
         with self._lock:
@@ -369,9 +366,21 @@ class Fetcher:
         self._wake.set()
         self._notify()
         self._thread.join()
-        self._gate.close(partial(self.commits.close_after_answers, self._consumer.close))
+        self.commits.close()
+        self._gate.close(self._consumer.close)
         if errors:
             raise errors[0]
+
+
+def _committer(fetcher: Fetcher) -> Committer:
+    settings = fetcher._settings
+    return Committer(
+        partial(commit_client, settings), settings.group_id, settings.commit_interval_s,
+        fetcher._lock, held=fetcher._states,
+        may_commit=lambda: fetcher.shelf.lease_ok(),  # noqa: PLW0108 - set later
+        holds=lambda state: fetcher._held.get(state.partition) is state,
+        answer_wait_s=settings.request_timeout_s,
+    )  # fmt: skip
 
 
 def _consuming_failed(error: KafkaError, kafka: Mapping[str, Any]) -> ClientBalanceError:

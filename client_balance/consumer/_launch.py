@@ -310,11 +310,14 @@ def _close_all(fetcher: Fetcher, admin: AdminOwner | None, recorder: Recorder) -
     recorder.close()
 
 
-def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None]]:
-    """Each held partition and its lag, high watermarks refreshed (for a metrics scrape)."""
+def _held_lags(fetcher: Fetcher) -> Iterable[tuple[TopicPartition, int | None, int | None]]:
+    """Each held partition, its lag and committed position (for a metrics scrape).
+
+    The high watermarks are refreshed first.
+    """
     fetcher.refresh_highs()
     return [
-        (at.partition, None if at.high is None else max(at.high - at.confirmed, 0))
+        (at.partition, None if at.high is None else max(at.high - at.confirmed, 0), at.committed)
         for at in fetcher.offsets()
     ]
 

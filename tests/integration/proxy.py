@@ -23,6 +23,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._cut = False
+        self._held = False
         self._closed = False
         threading.Thread(target=self._accept, name="test-proxy", daemon=True).start()
 
@@ -34,10 +35,23 @@ class TcpProxy:
         for sock in sockets:
             _close(sock)
 
-    def restore(self) -> None:
-        """Forward again."""
+    def hold(self) -> None:
+        """Keep every connection open and forward nothing: requests go out, no answer comes.
+
+        A link that drops packets: the client waits out its own timeouts, as a cut (which
+        closes the connections) does not make it.
+        """
         with self._lock:
-            self._cut = False
+            self._held = True
+
+    def restore(self) -> None:
+        """Forward again; connections that lost data while held are dropped first."""
+        with self._lock:
+            held, self._held, self._cut = self._held, False, False
+            sockets = set(self._sockets) if held else set()
+            self._sockets -= sockets
+        for sock in sockets:
+            _close(sock)
 
     def close(self) -> None:
         """Stop listening and drop everything."""
@@ -70,7 +84,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(_CHUNK):
-                sink.sendall(data)
+                if not self._held:  # held: what comes is dropped, and the link stays up
+                    sink.sendall(data)
         except OSError:
             pass
         finally:

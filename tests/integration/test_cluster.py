@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,13 @@ from client_balance import (
     ClientBalanceError,
     ClientBalanceSettings,
     ConfigError,
+    NoMessageError,
     admin,
 )
 from client_balance.broker import LocalKafka
 from client_balance.cli import main
 from tests.integration.conftest import GroupFactory
+from tests.integration.proxy import TcpProxy
 from tests.integration.workers import (
     Group,
     Node,
@@ -53,8 +56,11 @@ STATUS_TOPIC = "__client_balance_status"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalKafka]:
-    """Three combined broker+controller nodes, started once for the module."""
-    kafka = LocalKafka(brokers=NODES, startup_timeout_s=120).start()
+    """Three combined broker+controller nodes, started once for the module.
+
+    Each has a listener a test's proxy can cut (``proxied``); the others are never cut.
+    """
+    kafka = LocalKafka(brokers=NODES, startup_timeout_s=120, proxied=True).start()
     try:
         admin.create_topics(kafka.bootstrap_servers, {TOPIC: PARTITIONS})
         yield kafka
@@ -165,6 +171,89 @@ def test_a_single_replica_status_topic_is_refused_unless_accepted(cluster: Local
     with ClientBalanceConsumer(accepted) as consumer:
         consumer.start([TOPIC], source_count=1, node_id=0)
         assert not consumer.is_shutdown()
+
+
+def test_fetching_goes_on_while_a_commit_waits_for_a_coordinator_cut_off(
+    cluster: LocalKafka,
+) -> None:
+    """The link to the group's coordinator alone drops everything: the rest is read on.
+
+    confluent-kafka makes one client's calls one at a time, and a commit whose answer the link
+    lost kept the fetching client waiting with it: 2 batches in a 75 s cut (chaos run), and
+    nothing here for the whole minute. Commits go through a client of their own now; they
+    resume when the link is back.
+    """
+    direct, name = cluster.bootstrap_servers, f"cut-{uuid.uuid4().hex[:8]}"
+    nodes = sorted(cluster.proxied_listeners)
+    topic = _one_partition_per_node(direct, name, nodes)
+    produce(direct, topic, 20 * len(nodes), partitions=len(nodes))
+    proxies = {n: TcpProxy(adv, lis) for n, (lis, adv) in cluster.proxied_listeners.items()}
+    via = ",".join(f"127.0.0.1:{adv}" for _, adv in cluster.proxied_listeners.values())
+    settings = ClientBalanceSettings(
+        bootstrap_servers=via,
+        group_id=name, start_position="earliest", commit="sync", batch_max_messages=20,
+        request_timeout_s=2.0, lease_timeout_s=90.0, report_interval_s=1.0,
+    )  # fmt: skip
+    try:
+        with ClientBalanceConsumer(settings) as consumer:
+            consumer.start([topic], mode="elastic")
+            _confirm_batches(consumer, bool, 30.0)  # one batch confirmed: one commit made
+            coordinator = _coordinator_of(direct, name)
+            proxies[coordinator].hold()  # its answers lost: librdkafka waits for them
+            try:
+                # Written after the link went: the member must fetch them meanwhile.
+                produce(direct, topic, 600 * len(nodes), partitions=len(nodes), first=1000)
+                high = highs(direct, topic, len(nodes))
+                led_elsewhere = [p for p, node in enumerate(nodes) if node != coordinator]
+                positions = _confirm_batches(
+                    consumer, lambda now: all(now.get(p) == high[p] for p in led_elsewhere), 60.0
+                )
+                assert all(positions.get(p) == high[p] for p in led_elsewhere), (
+                    f"only {positions} of {high} read while the link to node {coordinator}, "
+                    "the coordinator, dropped everything"
+                )
+            finally:
+                proxies[coordinator].restore()
+            wait_until(
+                lambda: all(committed(direct, name, topic, len(nodes))[p] == high[p]
+                            for p in led_elsewhere),
+                60, "the positions read during the cut committed once the link was back", 0.5,
+            )  # fmt: skip
+    finally:
+        for proxy in proxies.values():
+            proxy.close()
+
+
+def _one_partition_per_node(bootstrap: str, topic: str, nodes: list[int]) -> str:
+    """A topic whose partition n is led by ``nodes[n]`` (one replica each)."""
+    client = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it alive
+    made = client.create_topics(
+        [NewTopic(topic, len(nodes), replica_assignment=[[node] for node in nodes])]
+    )
+    made[topic].result(30)
+    return topic
+
+
+def _coordinator_of(bootstrap: str, group: str) -> int:
+    """The node id of ``group``'s coordinator."""
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    described = client.describe_consumer_groups([group])[group].result(30)
+    return int(described.coordinator.id)
+
+
+def _confirm_batches(
+    consumer: ClientBalanceConsumer, until: Callable[[dict[int, int]], bool], within_s: float
+) -> dict[int, int]:
+    """Take and confirm batches until ``until(positions)``, ``within_s`` at most; positions."""
+    positions: dict[int, int] = {}
+    deadline = time.monotonic() + within_s
+    while not until(positions) and time.monotonic() < deadline:
+        try:
+            batch = consumer.get_message(timeout_s=0.5)
+        except NoMessageError:
+            continue
+        positions[batch.partition] = consumer.confirm(batch.confirm_context).current
+    return positions
 
 
 def test_a_killed_leader_is_replaced_and_nothing_is_lost(cluster: LocalKafka) -> None:

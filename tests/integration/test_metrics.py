@@ -124,15 +124,14 @@ def test_the_endpoint_counts_batches_and_serves_the_brokers_lag(
     assert sum(broker.values()) == 600 - consumed
     assert per_partition(samples, "client_balance_lag_messages", topic=topic) == broker
 
-    # librdkafka's own figures arrive with its next statistics after the last commit. Its
-    # consumer_lag is unknown (no sample) for a partition until this client commits it after
-    # assigning it: a partition whose only commit was its start at registration has none.
+    # The fetch's high watermark comes with librdkafka's next statistics; the lag is unknown
+    # (no sample) for a partition until this member's first commit of it.
     def fetch_lag_is_the_brokers() -> bool:
         fetched = scrape(url)
         lag = per_partition(fetched, "client_balance_fetch_consumer_lag_messages", topic=topic)
         return bool(lag) and lag == {p: broker[p] for p in lag}
 
-    wait_until(fetch_lag_is_the_brokers, 30.0, "librdkafka's consumer_lag to match the broker")
+    wait_until(fetch_lag_is_the_brokers, 30.0, "the fetch lag to match the broker's")
     samples = scrape(url)
     fetched = per_partition(samples, "client_balance_fetch_messages_total", topic=topic)
     assert set(fetched) == set(range(PARTITIONS))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,8 +35,9 @@ class _Client:
         self.assigned: list[tuple[int, int]] = []
         self.unassigned: list[int] = []
         self.commits: list[tuple[int, int]] = []
-        self.unwaited: list[tuple[int, int]] = []
-        """Of ``commits``, those sent asynchronously."""
+        self.answer = threading.Event()
+        """Commits are answered once this is set (the test may hold them back)."""
+        self.answer.set()
         self.watermark_queries = 0
         self.highs: dict[int, int] = {}
         """Log ends other than HIGH, by partition."""
@@ -85,13 +87,18 @@ class _Client:
         self.calls += [("resume", tp.partition) for tp in partitions]
 
     def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
-        """Noted, and taken as the group's committed offsets."""
+        """Noted once answered, and taken as the group's committed offsets."""
+        assert self.answer.wait(10), "the test never answered the commit"
         for tp in offsets:
             self.commits.append((tp.partition, tp.offset))
-            if asynchronous:
-                self.unwaited.append((tp.partition, tp.offset))
             self.committed_offsets[tp.partition] = tp.offset
         return []
+
+    def poll(self, timeout: float) -> None:
+        """Nothing to serve."""
+
+    def close(self) -> None:
+        """Nothing to free."""
 
 
 def _starter() -> tuple[Starter, _Client, dict[TopicPartition, HeldPartition]]:
@@ -99,11 +106,18 @@ def _starter() -> tuple[Starter, _Client, dict[TopicPartition, HeldPartition]]:
     held: dict[TopicPartition, HeldPartition] = {}
     lock = threading.Condition()
     shelf = Shelf(held, 10, 1 << 20, "type")
-    commits = Committer(client, "g", 5.0, lock)  # type: ignore[arg-type]  # a fake client
+    commits = Committer(lambda: client, "g", 5.0, lock)
     starter = Starter(
         client, held=held, lock=lock, shelf=shelf, commits=commits, timeout_s=1.0,  # type: ignore[arg-type]
     )  # fmt: skip
     return starter, client, held
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "never came to pass"
+        time.sleep(0.005)
 
 
 def _rules(*partitions: TopicPartition, earliest: bool = True) -> StartRules:
@@ -138,8 +152,7 @@ def test_a_start_committed_at_the_claim_is_committed_then_not_before() -> None:
     starter.ahead({T0: None}, _rules(T0, earliest=False))
     assert client.commits == []
     starter.hold({T0: None}, _rules(T0, earliest=False))
-    assert client.commits == [(0, HIGH)]
-    assert client.unwaited == []  # "latest": the first batch waits for it
+    assert client.commits == [(0, HIGH)]  # "latest": made before the first batch goes out
     assert held[T0].committed == HIGH
 
 
@@ -151,8 +164,11 @@ def test_an_earliest_start_is_committed_without_waiting() -> None:
     """
     starter, client, held = _starter()
     starter.ahead({T0: None}, _rules(T0))
-    starter.hold({T0: None}, _rules(T0))
-    assert client.unwaited == [(0, LOW)]
+    client.answer.clear()
+    starter.hold({T0: None}, _rules(T0))  # returns while the commit waits for its answer
+    client.answer.set()
+    _wait_until(starter._commits.settled)
+    assert client.commits == [(0, LOW)]
     assert held[T0].committed is None
 
 
@@ -200,6 +216,7 @@ def test_only_the_partition_with_most_to_read_is_assigned_ahead() -> None:
     assert starts == {T0: LOW, T1: 20}
     assert client.assigned == [(0, LOW), (1, 20)]
     assert client.watermark_queries == 2  # read once, ahead
+    _wait_until(starter._commits.settled)
     assert client.commits == [(0, LOW)]  # T0 had nothing committed; T1 resumes at 20
     assert all(state.fetched_ahead is None for state in held.values())
 
@@ -351,6 +368,7 @@ def _claimed_fetcher(monkeypatch: pytest.MonkeyPatch) -> tuple[Fetcher, _Fetchin
     """A Fetcher that fetched T0 ahead and then held T0 and T1 (T1 deferred)."""
     client = _FetchingClient()
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: client)
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: client)
     monkeypatch.setattr(
         _starts, "read_starts",
         lambda consumer, wanted, timeout, **_: (

@@ -306,6 +306,7 @@ def fetcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fetcher]:
     monkeypatch.setattr(
         _fetch, "fetch_client", lambda settings, on_error, statistics=None: _FakeClient(backlog)
     )
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: _FakeClient([]))
     monkeypatch.setattr(
         _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 31)}, {})
     )
@@ -346,6 +347,7 @@ def test_a_rounds_metadata_names_its_one_topic_and_several_ask_for_all(
             return "metadata"
 
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client([]))
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: Client([]))
     made = Fetcher(ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g"))
     try:
         assert made.metadata(["orders"]) == "metadata"
@@ -387,6 +389,7 @@ def test_the_fetch_thread_stays_out_while_a_caller_takes_batches(
             time.sleep(0.0005)
 
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client([]))
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: Client([]))
     monkeypatch.setattr(
         _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 20_000)}, {})
     )
@@ -439,6 +442,7 @@ def test_a_caller_takes_what_is_queued_without_waiting_for_a_full_batch(
             return super().consume(num_messages, 0)
 
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args: Client(_messages(0, range(5), 10)))
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: Client([]))
     monkeypatch.setattr(
         _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 5)}, {})
     )

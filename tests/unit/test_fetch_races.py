@@ -73,6 +73,7 @@ def client(monkeypatch: pytest.MonkeyPatch) -> _Client:
     """The fake client every Fetcher of the test gets."""
     made = _Client()
     monkeypatch.setattr(_fetch, "fetch_client", lambda *args, **kwargs: made)
+    monkeypatch.setattr(_fetch, "commit_client", lambda settings: made)
     monkeypatch.setattr(
         _starts, "read_starts", lambda consumer, wanted, timeout, **_: ({T0: (0, 50)}, {})
     )
@@ -109,6 +110,19 @@ def _rewinds_after(fetcher: Fetcher, meanwhile: Callable[[], None]) -> None:
         return call(action)
 
     gate.call = late_call  # type: ignore[method-assign]
+
+
+def _commits_after(fetcher: Fetcher, meanwhile: Callable[[], None]) -> None:
+    """Make the next commit asked for wait for ``meanwhile`` before it is queued."""
+    sender = fetcher.commits._sender
+    queue = sender.queue
+
+    def late_queue(*args: Any, **kwargs: Any) -> Any:
+        sender.queue = queue  # type: ignore[method-assign]
+        meanwhile()
+        return queue(*args, **kwargs)
+
+    sender.queue = late_queue  # type: ignore[method-assign]
 
 
 def _release_in_thread(fetcher: Fetcher) -> threading.Thread:
@@ -231,7 +245,7 @@ def test_a_sync_confirm_does_not_commit_a_partition_released_without_commit_mean
         _hold(fetcher)
         batch = fetcher.take_batch(timeout_s=5.0)
         assert not isinstance(batch, int)
-        _rewinds_after(fetcher, lambda: fetcher.release(T0, 0.0, commit=False))
+        _commits_after(fetcher, lambda: fetcher.release(T0, 0.0, commit=False))
         settled = fetcher.settle(batch.partition, batch.token, consumed=True)
         assert settled is not None
         assert not settled.committed

@@ -24,11 +24,19 @@ class _SlowConsumer:
     def __init__(self, during: Any = lambda: None) -> None:
         self.during = during
         self.commits: list[list[int]] = []
+        self.closed = False
 
     def commit(self, *, offsets: list[KafkaTopicPartition], asynchronous: bool) -> list[Any]:
         self.during()
         self.commits.append([tp.offset for tp in offsets])
         return []
+
+    def poll(self, timeout: float) -> None:
+        """Nothing to serve."""
+
+    def close(self) -> None:
+        """Noted."""
+        self.closed = True
 
 
 def _committing(
@@ -37,7 +45,7 @@ def _committing(
     """One held state confirmed at 7 (3 committed), and a committer of it on the clock ``now``."""
     states = [HeldPartition(TopicPartition("orders", 0), None, confirmed=7, committed=3)]
     commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        lambda: consumer, "g", 5.0, threading.Condition(),
         held=lambda: states, clock=lambda: now[0], **options,
     )  # fmt: skip
     return states, commits
@@ -66,9 +74,8 @@ def test_a_commit_answered_after_the_lease_lapsed_counts_for_nothing() -> None:
 
     consumer = _SlowConsumer(held_until_the_lease_lapsed)
     commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
-        may_commit=lambda: lease["ok"],
-    )  # fmt: skip
+        lambda: consumer, "g", 5.0, threading.Condition(), may_commit=lambda: lease["ok"]
+    )
     with pytest.raises(KafkaClientError, match="lease may have lapsed") as raised:
         commits.commit(states)
     assert raised.value.kafka_name == "LEASE_LAPSED"
@@ -82,14 +89,14 @@ def test_recommit_soon_commits_every_held_position_at_the_next_check() -> None:
     consumer = _SlowConsumer()
     now = [0.0]
     commits = Committer(
-        consumer, "g", 3600.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        lambda: consumer, "g", 3600.0, threading.Condition(),
         held=lambda: states, clock=lambda: now[0],
     )  # fmt: skip
-    commits.on_interval(lambda run: run(), _no_failure)
+    commits.on_interval(_no_failure)
     assert consumer.commits == []  # nothing due, and the interval has not passed
     commits.recommit_soon()
     assert [state.committed for state in states] == [None, None]
-    commits.on_interval(lambda run: run(), _no_failure)
+    commits.on_interval(_no_failure)
     assert consumer.commits == [[5, 9]]
     assert [state.committed for state in states] == [5, 9]
 
@@ -124,37 +131,42 @@ def test_an_interval_commit_skips_a_partition_released_after_its_states_were_tak
     ]
     held = {state.partition: state for state in states}
     consumer = _SlowConsumer()
-    commits = Committer(
-        consumer, "g", 0.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
-        held=lambda: list(held.values()),
-        holds=lambda state: held.get(state.partition) is state,
-    )  # fmt: skip
 
-    def released_first(run: Any) -> Any:
+    def taken_then_released() -> list[HeldPartition]:
+        taken = list(held.values())
         del held[states[0].partition]  # the topic re-created: released, nothing committed
-        return run()
+        return taken
 
-    commits.on_interval(released_first, _no_failure)
+    commits = Committer(
+        lambda: consumer, "g", 0.0, threading.Condition(),
+        held=taken_then_released, holds=lambda state: held.get(state.partition) is state,
+    )  # fmt: skip
+    commits.on_interval(_no_failure)
     assert consumer.commits == [[9]]
     assert [state.committed for state in states] == [3, 9]
 
 
-def test_a_sync_confirm_commit_skips_a_partition_released_before_the_client_lock() -> None:
+def test_a_sync_confirm_commit_skips_a_partition_released_while_it_waited_its_turn() -> None:
     """The confirm's commit finds its partition released meanwhile: nothing is committed."""
     state = HeldPartition(TopicPartition("orders", 0), None, confirmed=9, committed=3)
-    held = {state.partition: state}
-    consumer = _SlowConsumer()
+    earlier = HeldPartition(TopicPartition("orders", 1), None, confirmed=4, committed=None)
+    held = {state.partition: state, earlier.partition: earlier}
+    answer = threading.Event()
+    consumer = _SlowConsumer(during=lambda: answer.wait(10))
     commits = Committer(
-        consumer, "g", 5.0, threading.Condition(),  # type: ignore[arg-type]  # a stand-in
+        lambda: consumer, "g", 5.0, threading.Condition(),
         holds=lambda s: held.get(s.partition) is s,
     )  # fmt: skip
-
-    def released_first(run: Any) -> Any:
-        held.clear()  # another member took the partition over
-        return run()
-
-    assert commits.commit_confirmed(state, released_first) is False
-    assert consumer.commits == []
+    commits.send([earlier])  # its answer is held back: the confirm's commit waits its turn
+    outcome: list[bool] = []
+    confirm = threading.Thread(target=lambda: outcome.append(commits.commit_confirmed(state)))
+    confirm.start()
+    _wait_for(lambda: len(commits._sender._jobs) == 1)  # the confirm's commit is queued
+    del held[state.partition]  # another member took the partition over
+    answer.set()
+    confirm.join(10)
+    assert outcome == [False]
+    assert consumer.commits == [[4]]
     assert state.committed == 3
 
 
@@ -162,36 +174,32 @@ def test_commits_wait_out_a_coordinator_that_was_away_instead_of_holding_the_cli
     """After a commit found no coordinator, interval and sync-confirm commits skip a window."""
     now = [0.0]
     away = {"yes": True}
+    attempts: list[float] = []
 
     def no_coordinator() -> None:
+        attempts.append(now[0])
         if away["yes"]:
             raise KafkaException(KafkaError(KafkaError._WAIT_COORD, "Waiting for coordinator"))
 
     consumer = _SlowConsumer(during=no_coordinator)
     states, commits = _committing(consumer, now)
-    attempts: list[float] = []
-
-    def through_gate(action: Any) -> Any:
-        attempts.append(now[0])
-        return action()
-
-    assert commits.commit_confirmed(states[0], through_gate) is False  # tried: no coordinator
+    assert commits.commit_confirmed(states[0]) is False  # tried: no coordinator
     now[0] = 4.0
-    assert commits.commit_confirmed(states[0], through_gate) is False  # within 5 s: not tried
+    assert commits.commit_confirmed(states[0]) is False  # within 5 s: not tried
     now[0] = 5.0
-    commits.on_interval(through_gate, _no_failure)  # the window is over: tried, fails again
+    commits.on_interval(_no_failure)  # the window is over: tried, fails again
     now[0] = 14.0
-    commits.on_interval(through_gate, _no_failure)  # the window doubled to 10 s: not tried
+    commits.on_interval(_no_failure)  # the window doubled to 10 s: not tried
     away["yes"] = False
     now[0] = 15.0
-    commits.on_interval(through_gate, _no_failure)  # back: committed
+    commits.on_interval(_no_failure)  # back: committed
     assert attempts == [0.0, 5.0, 15.0]
     assert consumer.commits == [[7]]
     assert states[0].committed == 7
 
 
 def test_a_commit_queued_behind_a_failing_one_does_not_try_again_within_the_window() -> None:
-    """The interval's commit, queued at the client lock behind a failing one, skips the window.
+    """The interval's commit, queued behind a failing one, skips the window at its turn.
 
     The window was looked at before the lock was waited for: on a 3-node cluster, failures came
     in pairs 10 s apart, each holding the client lock (the chaos review).
@@ -209,19 +217,13 @@ def test_a_commit_queued_behind_a_failing_one_does_not_try_again_within_the_wind
 
     consumer = _SlowConsumer(during=no_coordinator)
     states, commits = _committing(consumer, now)
-    gate = threading.Lock()  # the client lock
-
-    def through_gate(action: Any) -> Any:
-        with gate:
-            return action()
-
-    confirm = threading.Thread(target=commits.commit_confirmed, args=(states[0], through_gate))
+    confirm = threading.Thread(target=commits.commit_confirmed, args=(states[0],))
     confirm.start()
     assert first_in.wait(5)
-    now[0] = 106.0  # the interval is due while the confirm's commit holds the lock
-    interval = threading.Thread(target=commits.on_interval, args=(through_gate, _no_failure))
+    now[0] = 106.0  # the interval is due while the confirm's commit waits for its answer
+    interval = threading.Thread(target=commits.on_interval, args=(_no_failure,))
     interval.start()
-    time.sleep(0.3)  # the interval's commit is now waiting for the client lock
+    _wait_for(lambda: len(commits._sender._jobs) == 1)  # the interval's commit waits its turn
     release.set()  # the first commit fails: the coordinator is away
     confirm.join(10)
     interval.join(10)
@@ -261,14 +263,12 @@ def test_a_commit_whose_answer_never_comes_gives_up_in_time_and_is_not_sent_agai
     assert not commits.settled()  # its answer may still come: a fence waits for it
     with pytest.raises(KafkaClientError, match="still waits for its answer"):
         commits.commit(states)  # not a second request behind the first
-    assert commits.commit_confirmed(states[0], lambda action: action()) is False  # the window
-    closed: list[str] = []
-    commits.close_after_answers(lambda: closed.append("closed"))
-    assert closed == []  # a commit's thread is inside the client: it is not freed under it
+    assert commits.commit_confirmed(states[0]) is False  # the window
+    commits.close()  # waits answer_wait_s: the commit's thread is inside the client
+    assert not consumer.closed  # not freed under that thread
     healed.set()
-    _wait_for(commits.settled)
-    commits.close_after_answers(lambda: closed.append("closed"))
-    assert closed == ["closed"]
+    _wait_for(lambda: consumer.closed)  # answered: the sender closes it on its way out
+    assert commits.settled()
     assert states[0].committed == 3  # given up: not counted, the next interval commits it again
     assert consumer.commits == [[7]]
 

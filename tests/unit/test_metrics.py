@@ -39,9 +39,9 @@ def test_a_captured_statistics_document_gives_lag_fetches_and_round_trips() -> N
     """The sample librdkafka wrote gives each fetched partition and the broker's round trip."""
     stats = parse_statistics(SAMPLE.read_text())
     assert stats.partitions == (
-        PartitionFetch("stats-sample", 0, consumer_lag=50, messages=150, bytes=7500,
+        PartitionFetch("stats-sample", 0, high_watermark=150, messages=150, bytes=7500,
                        queued_messages=0),
-        PartitionFetch("stats-sample", 1, consumer_lag=100, messages=150, bytes=7500,
+        PartitionFetch("stats-sample", 1, high_watermark=150, messages=150, bytes=7500,
                        queued_messages=0),
     )  # fmt: skip
     # The coordinator connection (node id -1) and the internal partition -1 are left out.
@@ -49,15 +49,15 @@ def test_a_captured_statistics_document_gives_lag_fetches_and_round_trips() -> N
 
 
 def test_unknown_lag_unfetched_partitions_and_idle_brokers_are_left_out() -> None:
-    """consumer_lag -1 is None; fetch_state none and rtt.cnt 0 leave no figure."""
+    """hi_offset -1 is None; fetch_state none and rtt.cnt 0 leave no figure."""
     document = json.loads(SAMPLE.read_text())
     partitions = document["topics"]["stats-sample"]["partitions"]
-    partitions["0"]["consumer_lag"] = -1
+    partitions["0"]["hi_offset"] = -1
     partitions["1"]["fetch_state"] = "none"
     for broker in document["brokers"].values():
         broker["rtt"]["cnt"] = 0
     stats = parse_statistics(json.dumps(document))
-    assert [(p.partition, p.consumer_lag) for p in stats.partitions] == [(0, None)]
+    assert [(p.partition, p.high_watermark) for p in stats.partitions] == [(0, None)]
     assert stats.brokers == ()
 
 
@@ -124,12 +124,13 @@ def test_gauges_are_read_at_collection_and_vanish_with_the_recorder() -> None:
     registry = CollectorRegistry()
     first = PrometheusRecorder(settings(), "c1", registry)
     second = PrometheusRecorder(settings(), "c2", registry)  # one registry, two consumers
-    first.watch(lambda: [(P0, 5), (P1, None)])
+    sampled = TopicPartition("stats-sample", 1)  # its fetch's high is 150 in the sample
+    first.watch(lambda: [(P0, 5, 40), (P1, None, None), (sampled, 0, 50)])
     first.statistics(SAMPLE.read_text())
     first.delivered(P0, 1, 0)
     second.watch(list)
     c1 = {"group": "g", "consumer": "c1"}
-    assert value(registry, "client_balance_held_partitions", **c1) == 2
+    assert value(registry, "client_balance_held_partitions", **c1) == 3
     assert value(registry, "client_balance_held_partitions", group="g", consumer="c2") == 0
     assert value(registry, "client_balance_lag_messages", **c1, topic="orders", partition="0") == 5
     assert (
@@ -137,6 +138,8 @@ def test_gauges_are_read_at_collection_and_vanish_with_the_recorder() -> None:
     )
     fetched = {**c1, "topic": "stats-sample", "partition": "1"}
     assert value(registry, "client_balance_fetch_consumer_lag_messages", **fetched) == 100
+    unheld = {**fetched, "partition": "0"}  # fetched, but no commit of this member is known
+    assert value(registry, "client_balance_fetch_consumer_lag_messages", **unheld) is None
     assert value(registry, "client_balance_fetch_messages_total", **fetched) == 150
     assert value(registry, "client_balance_fetch_bytes_total", **fetched) == 7500
     trip = {**c1, "broker": "127.0.0.1:52895/1"}

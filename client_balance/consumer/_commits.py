@@ -68,7 +68,7 @@ class Committer:
         self._away_for_s = 0.0
 
     def start(self) -> None:
-        """Make the commit client now, in the background: the first commit finds it ready."""
+        """Start the sender: it makes its client at the first commit waited for, or soon."""
         self._sender.start()
 
     def settled(self) -> bool:
@@ -213,7 +213,7 @@ class Committer:
                 return []
             return [kafka_tp(s.partition, s.confirmed) for s in states if self._holds(s)]
 
-        self._sender.queue(pick, self._after_sent)
+        self._sender.queue(pick, self._after_sent, waited=False)
 
     def _after_sent(self, job: CommitJob) -> None:
         self._after_answer(job)

@@ -27,12 +27,6 @@ __all__ = ["CommitClient", "CommitJob", "CommitSender"]
 
 _log = get_logger("fetch")
 
-_MAKE_AT_LATEST_S = 1.0
-"""The client is made at the first commit someone waits for, or this long after the start.
-
-Made at the start, it cost the first message 3-6 ms of a 34 ms start (two cores: its threads
-and connections compete with the start's); a start commit only sent (``send``) waits for it.
-"""
 _SERVE_EVERY_S = 0.5
 """An idle commit client is polled this often: it serves librdkafka's log lines (else queued
 for as long as it lives) and an ``oauth_cb`` asking for a token."""
@@ -79,14 +73,12 @@ class CommitSender:
         self._jobs: deque[CommitJob] = deque()
         self._current: CommitJob | None = None
         self._closing = False
-        self._make_now = threading.Event()
-        """Set by the first commit waited for, or by close: the client is made at once."""
         self._broken: Exception | None = None
         """Why the client could not be made: every commit fails with it."""
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Start the sender's thread: it makes the client soon (``_MAKE_AT_LATEST_S``)."""
+        """Make the client now, on the sender's thread: the first commit finds it ready."""
         with self._jobs_lock:
             if self._thread is None and not self._closing:
                 self._thread = threading.Thread(
@@ -98,17 +90,10 @@ class CommitSender:
         self,
         pick: Callable[[], list[KafkaTopicPartition]],
         after: Callable[[CommitJob], None] = lambda _job: None,
-        *,
-        waited: bool = True,
     ) -> CommitJob:
-        """Have a commit sent after those queued before it; wait on its ``done``.
-
-        One nobody waits for (``waited=False``) may wait for the client to be made.
-        """
+        """Have a commit sent after those queued before it; wait on its ``done``."""
         job = CommitJob(pick, after)
         self.start()
-        if waited:
-            self._make_now.set()
         with self._jobs_lock:
             if self._closing:
                 job.error = self._broken or stopped("the consumer is closed")
@@ -144,17 +129,13 @@ class CommitSender:
             self._closing = True
             self._jobs_lock.notify_all()
             thread = self._thread
-        self._make_now.set()
         if thread is None:
             return True
         thread.join(wait_s)
         return not thread.is_alive()
 
     def _run(self) -> None:
-        self._make_now.wait(_MAKE_AT_LATEST_S)
-        with self._jobs_lock:
-            if self._closing and not self._jobs:
-                return  # closed before any commit: no client to make
+        client: CommitClient | None = None
         try:
             client = self._new_client()
             client.poll(0)  # an oauth_cb gets its first token before the first commit needs it

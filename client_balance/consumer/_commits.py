@@ -68,7 +68,7 @@ class Committer:
         self._away_for_s = 0.0
 
     def start(self) -> None:
-        """Start the sender: it makes its client at the first commit waited for, or soon."""
+        """Make the commit client now, in the background: the first commit finds it ready."""
         self._sender.start()
 
     def settled(self) -> bool:
@@ -207,13 +207,16 @@ class Committer:
         """
         if not states or not self._may_commit():
             return
+        # The positions as they are now: at its turn, a state may be confirmed further, and
+        # a commit of that must wait for on_revoked (the checkpoint pattern of consumer.md).
+        positions = [(s, s.confirmed) for s in states]
 
         def pick() -> list[KafkaTopicPartition]:
             if not self._may_commit():
                 return []
-            return [kafka_tp(s.partition, s.confirmed) for s in states if self._holds(s)]
+            return [kafka_tp(s.partition, at) for s, at in positions if self._holds(s)]
 
-        self._sender.queue(pick, self._after_sent, waited=False)
+        self._sender.queue(pick, self._after_sent)
 
     def _after_sent(self, job: CommitJob) -> None:
         self._after_answer(job)

@@ -265,10 +265,10 @@ def test_a_release_whose_commit_fails_still_withdraws_the_claim(
     assert first._run is not None
     committer = first._run.fetcher.commits  # inject one failing commit
 
-    def refused(states: object) -> None:
+    def refused(states: object) -> bool:
         raise KafkaClientError("injected", kafka_code=-1, kafka_name="INJECTED")
 
-    committer.commit = refused  # type: ignore[method-assign]
+    committer.commit_held = refused  # type: ignore[method-assign]
     with pytest.raises(KafkaClientError, match="injected"):
         first.disconnect(f"{topic}:0")
     assert first.registered_partitions() == set()
@@ -310,13 +310,13 @@ def test_a_round_whose_release_commit_fails_hands_the_partition_over_within_two_
         first.confirm(batch.confirm_context)  # confirmed, not committed: the release commits
         assert first._run is not None
         commits = first._run.fetcher.commits  # inject one failing commit
-        real_commit = commits.commit
+        real_commit = commits.commit_held
 
-        def fail_once(states: Any) -> None:
-            commits.commit = real_commit  # type: ignore[method-assign]
+        def fail_once(states: Any) -> bool:
+            commits.commit_held = real_commit  # type: ignore[method-assign]
             raise KafkaClientError("injected", kafka_code=-1, kafka_name="INJECTED")
 
-        commits.commit = fail_once  # type: ignore[method-assign]
+        commits.commit_held = fail_once  # type: ignore[method-assign]
         owner["id"] = "second"
         began = time.monotonic()
         first.reconcile_now(30.0)  # its release fails to commit; the round's error is kept

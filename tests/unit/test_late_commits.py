@@ -278,3 +278,22 @@ def _wait_for(condition: Any, timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def test_a_start_commit_sent_behind_another_commits_the_position_it_was_asked_for() -> None:
+    """A start commit waits its turn while the batch is confirmed: it still commits the start.
+
+    Had it picked the position at its turn, it would commit past what ``on_revoked`` has yet to
+    write (the checkpoint pattern of consumer.md).
+    """
+    earlier = HeldPartition(TopicPartition("orders", 1), None, confirmed=4, committed=None)
+    state = HeldPartition(TopicPartition("orders", 0), None, confirmed=0, committed=None)
+    answer = threading.Event()
+    consumer = _SlowConsumer(during=lambda: answer.wait(10))
+    commits = Committer(lambda: consumer, "g", 5.0, threading.Condition())
+    commits.send([earlier])  # its answer is held back
+    commits.send([state])  # the start, 0
+    state.confirmed = 10  # a batch confirmed meanwhile
+    answer.set()
+    _wait_for(commits.settled)
+    assert consumer.commits == [[4], [0]]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from client_balance._kafka import Committing, KafkaTopicPartition, commit_runs, stopped
@@ -52,6 +52,8 @@ class CommitJob:
         """Called under the state lock on the sender's thread: the offsets to send now."""
         self.after = after
         """Called on the sender's thread once the answer came, before ``done`` is set."""
+        self.sent: frozenset[tuple[str, int]] = frozenset()
+        """(topic, partition) of every offset it sent (set with the pick, under the lock)."""
         self.landed: list[int] = []
         """The length of each run (``commit_batches``) that landed, in order."""
         self.error: Exception | None = None
@@ -114,10 +116,23 @@ class CommitSender:
             pending = [*self._jobs, *filter(None, [self._current])]
             return any(job.given_up for job in pending)
 
-    def settled(self) -> bool:
-        """Whether no commit is queued or waiting for its answer."""
+    def settled(
+        self, partitions: Iterable[tuple[str, int]] | None = None, wait_s: float = 0.0
+    ) -> bool:
+        """Whether no commit is queued or waiting for its answer; of ``partitions``, if given.
+
+        A commit that has not had its turn yet sends nothing of a partition released before
+        it: only the one sent and waiting can still land. Waits ``wait_s`` at most for it.
+        """
+        keys = None if partitions is None else frozenset(partitions)
+
+        def settled() -> bool:
+            if keys is None:
+                return not self._jobs and self._current is None
+            return self._current is None or self._current.sent.isdisjoint(keys)
+
         with self._jobs_lock:
-            return not self._jobs and self._current is None
+            return self._jobs_lock.wait_for(settled, wait_s)
 
     def close(self, wait_s: float) -> bool:
         """Send what is queued, then stop; whether that took at most ``wait_s``.
@@ -167,6 +182,7 @@ class CommitSender:
         # is not sent. One released after it waits for this commit before its claim is let go.
         with self._state_lock:
             offsets = job.pick()
+            job.sent = frozenset((offset.topic, offset.partition) for offset in offsets)
         if offsets:
             job.landed.extend(commit_runs(client, self._group_id, offsets))
 

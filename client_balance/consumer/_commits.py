@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from client_balance._kafka import (
     GROUP_IN_USE_CODES,
@@ -22,6 +22,7 @@ from client_balance._logging import get_logger
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._commit_sender import CommitClient, CommitJob, CommitSender
 from client_balance.errors import ClientBalanceError, GroupInUseError, KafkaClientError
+from client_balance.keys import TopicPartition
 
 __all__ = ["Committer"]
 
@@ -71,13 +72,17 @@ class Committer:
         """Make the commit client now, in the background: the first commit finds it ready."""
         self._sender.start()
 
-    def settled(self) -> bool:
-        """Whether no commit is queued or waiting for its answer.
+    def settled(self, partitions: Iterable[TopicPartition] | None = None) -> bool:
+        """Whether no commit is queued or waiting for its answer; of ``partitions``, if given.
 
         librdkafka holds a commit while the group's coordinator is out of reach, and sends it
-        when it is back.
+        when it is back. Of ``partitions``, one in flight is waited for ``answer_wait_s`` at
+        most (a start commit sent as the partition was taken may still be on its way).
         """
-        return self._sender.settled()
+        if partitions is None:
+            return self._sender.settled()
+        keys = {(tp.topic, tp.partition) for tp in partitions}
+        return self._sender.settled(keys, self._answer_wait_s)
 
     def recommit_soon(self) -> None:
         """Commit every held position again at the next interval check (or release).

@@ -207,8 +207,8 @@ class PartitionKeeper:
             self._withdraw(self.status.claimed() - self._fetcher.held())
 
     def _withdraw(self, partitions: set[TopicPartition]) -> None:
-        # A commit given up may land yet, after a new owner's: its claims wait (_withdraw_strays).
-        if self.status is not None and partitions and self._fetcher.commits.settled():
+        # A commit of theirs given up may land yet, after a new owner's: the claims wait.
+        if self.status is not None and partitions and self._fetcher.commits.settled(partitions):
             self.status.withdraw(partitions)
             self.status.report_soon()
 

@@ -27,10 +27,14 @@ class _Status:
         return dict.fromkeys(partitions)
 
 
+_SETTLED = SimpleNamespace(settled=lambda _partitions=None: True)
+"""The commits of a fetcher whose commits all had their answer."""
+
+
 def test_a_round_reads_the_group_view_once_for_all_its_partitions() -> None:
     """Registering n partitions costs one pass over the group view, not n passes."""
     setup = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="C0")
-    fetcher = SimpleNamespace(held=set, commits=SimpleNamespace(settled=lambda: True))
+    fetcher = SimpleNamespace(held=set, commits=_SETTLED)
     keeper = PartitionKeeper(
         cast(Any, setup), cast(Any, fetcher), cast(Any, None), cast(Any, None), cast(Any, None)
     )
@@ -62,9 +66,7 @@ class _Claims:
 def test_a_claim_made_with_the_join_and_not_registered_is_withdrawn() -> None:
     """The round held orders-0 only: the claim on orders-1 goes, the held one stays."""
     setup = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="C0")
-    fetcher = SimpleNamespace(
-        held=lambda: {TopicPartition("orders", 0)}, commits=SimpleNamespace(settled=lambda: True)
-    )
+    fetcher = SimpleNamespace(held=lambda: {TopicPartition("orders", 0)}, commits=_SETTLED)
     keeper = PartitionKeeper(
         cast(Any, setup), cast(Any, fetcher), cast(Any, None), cast(Any, None), cast(Any, None)
     )

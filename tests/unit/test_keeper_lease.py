@@ -152,7 +152,7 @@ def test_a_release_while_a_commit_waits_for_its_answer_withdraws_its_claim_only_
     """
     fetcher = _Fetcher()
     settled = [False]
-    fetcher.commits = SimpleNamespace(settled=lambda: settled[0])  # type: ignore[attr-defined]
+    fetcher.commits = SimpleNamespace(settled=lambda partitions=None: settled[0])  # type: ignore[attr-defined]
     withdrawn: list[set[TopicPartition]] = []
     status = SimpleNamespace(
         withdraw=lambda partitions: withdrawn.append(set(partitions)),

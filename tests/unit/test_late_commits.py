@@ -297,3 +297,22 @@ def test_a_start_commit_sent_behind_another_commits_the_position_it_was_asked_fo
     answer.set()
     _wait_for(commits.settled)
     assert consumer.commits == [[4], [0]]
+
+
+def test_a_commit_waiting_for_its_answer_holds_only_the_claims_of_its_own_partitions() -> None:
+    """settled(partitions) waits only for a commit in flight that sent one of them.
+
+    A start commit of one partition waiting for a coordinator's answer kept another partition's
+    released claim from being withdrawn: the next member got 410 for it (fresh-clone make test).
+    """
+    sent = HeldPartition(TopicPartition("orders", 1), None, confirmed=4, committed=None)
+    answer = threading.Event()
+    consumer = _SlowConsumer(during=lambda: answer.wait(10))
+    commits = Committer(lambda: consumer, "g", 5.0, threading.Condition())
+    commits.send([sent])
+    _wait_for(lambda: commits._sender._current is not None and bool(commits._sender._current.sent))
+    assert not commits.settled()
+    assert commits.settled([TopicPartition("orders", 0)])
+    threading.Timer(0.2, answer.set).start()
+    assert commits.settled([TopicPartition("orders", 1)])  # waited for, within answer_wait_s
+    assert consumer.commits == [[4]]

@@ -154,13 +154,13 @@ class CommitSender:
         try:
             client = self._new_client()
             client.poll(0)  # an oauth_cb gets its first token before the first commit needs it
-        except Exception as error:
+        except Exception as error:  # whatever it is, every commit fails with it and says so
             self._fail_all(error)
             return
         while (job := self._next(client)) is not None:
             try:
                 self._send(client, job)
-            except Exception as error:
+            except Exception as error:  # whatever it is, the commit's waiter raises it
                 job.error = error
             finally:
                 self._finish(job)
@@ -189,7 +189,7 @@ class CommitSender:
     def _finish(self, job: CommitJob) -> None:
         try:
             job.after(job)
-        except Exception:
+        except Exception:  # the commit is done all the same: its waiter must not wait on
             _log.exception("handling a commit's answer failed")
         with self._jobs_lock:
             self._current = None

@@ -150,7 +150,6 @@ class CommitSender:
         return not thread.is_alive()
 
     def _run(self) -> None:
-        client: CommitClient | None = None
         try:
             client = self._new_client()
             client.poll(0)  # an oauth_cb gets its first token before the first commit needs it

@@ -104,7 +104,7 @@ class Fetcher:
         self._thread = threading.Thread(target=loop, args=(self._run_once, self._stopping),
                                         name="client-balance-fetch", daemon=True)  # fmt: skip
         self._thread.start()
-        self.commits.start()  # its client is made meanwhile, off the way to the first message
+        self.commits.start()  # its client is made on its own thread, ready by the first commit
 
     def metadata(self, topics: Sequence[str]) -> Any:
         """Metadata of ``topics`` through this client (warm, and its cache learns)."""

@@ -106,7 +106,7 @@ class Committer:
         if self._coordinator_away():
             return False  # the interval's commit makes it once the coordinator is back
         try:
-            return self._commit([state], only_held=True, skip_when_away=True) == 1
+            return self._commit([state], which=self._unreleased, skip_when_away=True) == 1
         except GroupInUseError:
             raise
         except KafkaClientError as error:
@@ -120,14 +120,26 @@ class Committer:
         partition another member's now) may have come in between, and the position it left
         behind must not be committed after it.
         """
-        return self._commit(states, only_held=True) == len(states)
+        return self._commit(states, which=self._holds) == len(states)
+
+    def _unreleased(self, state: HeldPartition) -> bool:
+        """Held and not being released: a release commits its partitions after ``on_revoked``.
+
+        An interval's, ``commit()``'s or a sync confirm's commit made while the hook still
+        writes would pass a state it may fail to write (the checkpoint pattern, consumer.md).
+        """
+        return not state.releasing and self._holds(state)
 
     def commit(self, states: Sequence[HeldPartition]) -> None:
         """Commit each state's confirmed position now, held yet or not (a start's commit)."""
-        self._commit(states, only_held=False)
+        self._commit(states, which=_any_state)
 
     def _commit(
-        self, states: Sequence[HeldPartition], *, only_held: bool, skip_when_away: bool = False
+        self,
+        states: Sequence[HeldPartition],
+        *,
+        which: Callable[[HeldPartition], bool],
+        skip_when_away: bool = False,
     ) -> int:
         """Commit the states' confirmed positions and wait; how many were sent.
 
@@ -154,7 +166,7 @@ class Committer:
             if not self._may_commit():
                 lapsed.append(True)
                 return []
-            picked.extend(s for s in states if not only_held or self._holds(s))
+            picked.extend(filter(which, states))
             positions.extend(s.confirmed for s in picked)
             return [kafka_tp(s.partition, at) for s, at in zip(picked, positions, strict=True)]
 
@@ -233,7 +245,7 @@ class Committer:
         with self._lock:
             due = [s for s in states if s.committed != s.confirmed]
         if due:
-            self._commit(due, only_held=True, skip_when_away=skip_when_away)
+            self._commit(due, which=self._unreleased, skip_when_away=skip_when_away)
 
     def on_interval(self, fail: Callable[[ClientBalanceError], None]) -> None:
         """Every ``commit_interval_s``: commit what is due (every hour: all of it again)."""
@@ -248,7 +260,7 @@ class Committer:
         try:
             states = self._held()
             if states and everything:
-                self._commit(states, only_held=True, skip_when_away=True)
+                self._commit(states, which=self._unreleased, skip_when_away=True)
             elif states:
                 self.commit_due(states, skip_when_away=True)
         except GroupInUseError as error:
@@ -279,6 +291,10 @@ class Committer:
                 group_id=self._group_id,
             )
         return mapped
+
+
+def _any_state(_state: HeldPartition) -> bool:
+    return True
 
 
 def _no_answer(why: str) -> KafkaClientError:

@@ -8,6 +8,7 @@ across a member joining and a member killed with SIGKILL.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -213,3 +214,35 @@ def test_an_on_revoked_that_fails_in_a_round_leaves_the_commit_to_the_next_holde
         consumer.confirm(again.confirm_context, consumed=False)
         with pytest.raises(CallbackError):
             consumer.shutdown()
+
+
+def test_a_commit_made_while_on_revoked_writes_leaves_that_partition_to_its_release(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """The checkpoint's commit() during a slow flush that then fails commits none of it."""
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    settings = kafka_settings(commit="interval", commit_interval_s=3600.0)
+    checkpoint_done = threading.Event()
+
+    def checkpoint() -> None:
+        consumer.commit()  # another thread's checkpoint, while the hook still writes
+        checkpoint_done.set()
+
+    def slow_disk_full(positions: Mapping[str, int]) -> None:
+        threading.Thread(target=checkpoint, daemon=True).start()
+        assert checkpoint_done.wait(30)
+        raise OSError("disk full: state not written")
+
+    with ClientBalanceConsumer(settings, on_revoked=slow_disk_full) as consumer:
+        consumer.start([topic], -1, 0)
+        consumer.connect(f"{topic}:0")
+        batch = consumer.get_message(timeout_s=30)
+        consumer.confirm(batch.confirm_context)
+        consumer.disconnect(f"{topic}:0")
+        assert checkpoint_done.is_set()
+        assert committed(kafka_bootstrap, settings.group_id, topic, 1) == {0: 0}
+        with pytest.raises(CallbackError):
+            consumer.connect(f"{topic}:0")

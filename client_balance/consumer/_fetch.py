@@ -184,17 +184,21 @@ class Fetcher:
                 state.batch = None
             return {state.partition: state.confirmed for state in states}
 
-    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
-        """Stop fetching ``partition``: quiesce, commit (unless another member holds it now)."""
-        self.quiesce([partition], wait_s)
-        state = self._held.get(partition)
-        if state is None:  # released meanwhile by another thread (fencing)
+    def release(
+        self, partitions: Iterable[TopicPartition], wait_s: float, *, commit: bool = True
+    ) -> None:
+        """Stop fetching ``partitions``: quiesce, commit them together (one round trip), forget."""
+        chosen = sorted(partitions)
+        self.quiesce(chosen, wait_s)
+        # Those released meanwhile by another thread (fencing) are gone from _held.
+        states = [state for tp in chosen if (state := self._held.get(tp)) is not None]
+        if not states:
             return
         try:
-            if commit and state.committed != state.confirmed:
-                self.commits.commit_held([state])
+            if commit and (due := [s for s in states if s.committed != s.confirmed]):
+                self.commits.commit_held(due)
         finally:
-            self._gate.call(lambda: self.starter.forget([state]))
+            self._gate.call(lambda: self.starter.forget(states))
 
     def let_go(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop holding ``partitions`` now, not waiting on a client lock a stuck commit holds."""
@@ -353,23 +357,19 @@ class Fetcher:
 
     def close(self, release_wait_s: float) -> None:
         """Release every partition (committing confirmed positions), stop, close the client."""
-        errors: list[BaseException] = []
-        # One deadline for all batches out, not one per partition: they are confirmed (or not)
-        # in parallel by the application's threads.
-        self.quiesce(self.held(), release_wait_s)
-        for partition in sorted(self.held()):
-            try:
-                self.release(partition, 0.0)
-            except ClientBalanceError as error:
-                errors.append(error)
+        failed: ClientBalanceError | None = None
+        try:  # one deadline for all batches out: the application's threads confirm them at once
+            self.release(self.held(), release_wait_s)
+        except ClientBalanceError as error:
+            failed = error
         self._stopping.set()
         self._wake.set()
         self._notify()
         self._thread.join()
         self.commits.close()
         self._gate.close(self._consumer.close)
-        if errors:
-            raise errors[0]
+        if failed is not None:
+            raise failed
 
 
 def _committer(fetcher: Fetcher) -> Committer:

@@ -105,7 +105,7 @@ class PartitionKeeper:
             if partition in self._fetcher.held():
                 self._release({partition})
             else:
-                self._fetcher.release(partition, _reconcile.RELEASE_WAIT_S)
+                self._fetcher.release([partition], _reconcile.RELEASE_WAIT_S)
 
     def _release(
         self,
@@ -132,18 +132,11 @@ class PartitionKeeper:
             commit = self.hooks.revoked(positions)
         else:
             self.hooks.lost(positions)
-        failures: list[ClientBalanceError] = []
         try:
-            for partition in chosen:
-                try:
-                    self._fetcher.release(partition, 0.0, commit=commit)
-                except ClientBalanceError as error:
-                    failures.append(error)
+            self._fetcher.release(chosen, 0.0, commit=commit)
         finally:
             if withdraw:
                 self._withdraw(set(chosen))
-        if failures:
-            raise failures[0]
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         for partition in wanted:
@@ -358,8 +351,7 @@ def _drop(
     if at_once:
         fetcher.let_go(chosen)
     else:
-        for partition in chosen:
-            fetcher.release(partition, 0.0, commit=False)
+        fetcher.release(chosen, 0.0, commit=False)
     return {meta.key(tp): at for tp, at in confirmed.items()}
 
 

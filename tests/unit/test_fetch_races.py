@@ -126,8 +126,8 @@ def _commits_after(fetcher: Fetcher, meanwhile: Callable[[], None]) -> None:
 
 
 def _release_in_thread(fetcher: Fetcher) -> threading.Thread:
-    """release(T0) in a thread of its own: it waits in quiesce for the batch out."""
-    releasing = threading.Thread(target=fetcher.release, args=(T0, 10.0))
+    """release([T0]) in a thread of its own: it waits in quiesce for the batch out."""
+    releasing = threading.Thread(target=fetcher.release, args=([T0], 10.0))
     releasing.start()
     return releasing
 
@@ -245,7 +245,7 @@ def test_a_sync_confirm_does_not_commit_a_partition_released_without_commit_mean
         _hold(fetcher)
         batch = fetcher.take_batch(timeout_s=5.0)
         assert not isinstance(batch, int)
-        _commits_after(fetcher, lambda: fetcher.release(T0, 0.0, commit=False))
+        _commits_after(fetcher, lambda: fetcher.release([T0], 0.0, commit=False))
         settled = fetcher.settle(batch.partition, batch.token, consumed=True)
         assert settled is not None
         assert not settled.committed

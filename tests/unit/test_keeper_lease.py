@@ -26,13 +26,13 @@ class _Fetcher:
     def quiesce(self, partitions: Any, wait_s: float) -> dict[TopicPartition, int]:
         return {tp: 7 for tp in partitions if tp in self.holding}
 
-    def release(self, partition: TopicPartition, wait_s: float, *, commit: bool = True) -> None:
-        self.releases.append((partition, commit))
-        self.holding.discard(partition)
+    def release(self, partitions: Any, wait_s: float, *, commit: bool = True) -> None:
+        for partition in sorted(partitions):
+            self.releases.append((partition, commit))
+            self.holding.discard(partition)
 
     def let_go(self, partitions: Any) -> None:
-        for partition in partitions:
-            self.release(partition, 0.0, commit=False)
+        self.release(partitions, 0.0, commit=False)
 
 
 class _PausedStatus:

@@ -375,6 +375,10 @@ class StatusReader:
         """Held while records are applied; hold it to read the state consistently."""
         return self._lock
 
+    def stop_following(self) -> None:
+        """End the reading thread after the read in progress (:meth:`close` waits for it)."""
+        self._stop.set()
+
     def close(self) -> None:
         """Stop following and drop the client."""
         self._stop.set()

@@ -143,6 +143,9 @@ class StatusMember(GroupLookups):
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        # The read that brings the leave back ends the reader: had it begun another poll, the
+        # reader's close() waited that out (_READ_WAIT_S, 0.1 s of every other shutdown).
+        self._reader.stop_following()
         try:
             records = self._claims.withdrawals()
             records.append((member_key(self._group, self._id), None))

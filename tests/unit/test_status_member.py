@@ -73,6 +73,7 @@ class FakeReader:
         self.applied = 0
         self.stale = False
         self.began_anew = 0
+        self.stopped_at: int | None = None
 
     def wait_applied(self, offset: int, timeout_s: float) -> bool:
         """Apply every record written so far."""
@@ -94,6 +95,10 @@ class FakeReader:
             self.applied = len(self.writer.records) if self.writer is not None else 0
             self.began_anew += 1
         return True
+
+    def stop_following(self) -> None:
+        """Note how many records were written when the member let the reader end."""
+        self.stopped_at = None if self.writer is None else len(self.writer.records)
 
     def close(self) -> None:
         """Nothing to stop."""
@@ -263,6 +268,21 @@ def test_leave_withdraws_claims_and_is_idempotent(member: StatusMember) -> None:
     tombstones = writer.records[written:]
     assert [value for _, value in tombstones] == [None, None, None]
     assert member.claimed() == set()
+
+
+def test_leave_lets_the_reader_end_before_it_writes_the_leave(member: StatusMember) -> None:
+    """The reader is told to stop before the leave is written: the read bringing it back ends it.
+
+    Told after, the reader began another poll and the member's close waited that poll out.
+    """
+    member.join()
+    writer, reader = member._writer, member._reader
+    assert isinstance(writer, FakeWriter)
+    assert isinstance(reader, FakeReader)
+    written = len(writer.records)
+    member.leave()
+    assert reader.stopped_at == written
+    assert len(writer.records) == written + 1  # the report's tombstone, after
 
 
 def test_a_paused_process_is_fenced_by_its_clock_before_it_reports_again(

@@ -381,7 +381,7 @@ class StatusReader:
 
     def close(self) -> None:
         """Stop following and drop the client."""
-        self._stop.set()
+        self.stop_following()
         if self._thread is not None:
             self._thread.join()
         self._consumer.close()

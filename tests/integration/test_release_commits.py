@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -20,13 +19,14 @@ Commits = list[dict[int, int]]
 
 @pytest.fixture
 def commits_sent(monkeypatch: pytest.MonkeyPatch) -> Commits:
-    """Every commit the consumer's commit client sends, as partition -> offset, in order."""
+    """Every commit the consumer's commit client sends, as partition -> offset, in order.
+
+    Only the commit client's own thread sends, one commit at a time: no lock is needed.
+    """
     sent: Commits = []
-    lock = threading.Lock()
 
     def recorded(client: Any, group_id: str, offsets: Sequence[Any]) -> Iterator[int]:
-        with lock:
-            sent.append({offset.partition: offset.offset for offset in offsets})
+        sent.append({offset.partition: offset.offset for offset in offsets})
         return commit_runs(client, group_id, offsets)
 
     monkeypatch.setattr(_commit_sender, "commit_runs", recorded)

@@ -48,7 +48,11 @@ class StatusWriter:
         self._signer = None if secret is None else RecordSigner(secret)
         self._producer = producer_client(
             bootstrap_servers,
-            kafka,
+            # Connected to every broker at once, as the admin client is (the user's kafka
+            # wins): with sparse connections librdkafka dropped the bootstrap connection with
+            # the warm-up's metadata request in it and held the next one back for 10 ms, and
+            # the join's write waited that out (docs/design-decisions.md).
+            {"enable.sparse.connections": False, **kafka},
             {
                 "acks": "all",
                 # A retry must not land a write's later batch before its earlier one: readers

@@ -341,11 +341,13 @@ class ClientBalanceSettings(DecodingSettings):
 
     def _check_across_fields(self) -> Iterable[ValueError | ConfigError]:
         yield from super()._check_across_fields()
-        if self.lease_timeout_s <= self.report_interval_s:
+        if self.lease_timeout_s < 2 * self.report_interval_s:  # under 1.5x it fenced each round
             yield ValueError(
-                f"lease_timeout_s={self.lease_timeout_s} must be greater than "
-                f"report_interval_s={self.report_interval_s}, or live members would lapse between "
-                "two reports (use at least twice the report interval)"
+                f"lease_timeout_s={self.lease_timeout_s} must be at least twice "
+                f"report_interval_s={self.report_interval_s}: a member stops fetching when no "
+                "report got through for most of its lease, so closer values make a healthy "
+                "member stop between two reports and a single failed report lapse its lease; "
+                "raise lease_timeout_s or lower report_interval_s"
             )
         if self.redelivery_policy == "dead-letter" and self.dead_letter_topic is None:
             yield ValueError(

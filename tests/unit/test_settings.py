@@ -69,7 +69,11 @@ def test_missing_required_fields_name_the_env_variable(monkeypatch: pytest.Monke
         ({"commit": "async"}, "commit='async'"),
         ({"status_topic": "bad topic"}, "topic name 'bad topic'"),
         ({"filter_header": ""}, "filter_header=''"),
-        ({"lease_timeout_s": 5, "report_interval_s": 10}, "must be greater than report_interval_s"),
+        ({"lease_timeout_s": 5, "report_interval_s": 10}, "must be at least twice"),
+        (
+            {"lease_timeout_s": 30, "report_interval_s": 20},
+            "lease_timeout_s=30.0 must be at least twice report_interval_s=20.0",
+        ),
         ({"pinned": {"orders": 0}}, "partition key 'orders' does not parse"),
         ({"pinned": {"orders:1": -5}}, "bootstrap offset -5 is not allowed"),
         ({"pinned": {"1:orders:1": 0, "orders:1": 3}}, "pinned twice"),

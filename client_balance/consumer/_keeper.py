@@ -318,6 +318,8 @@ class PartitionKeeper:
         # The clock too, not only the report thread's flag: after a process pause this round
         # may wake first, and must not revoke as its own what the others took meanwhile.
         if not status.lease_ok():
+            if status.lease_in_doubt():  # one answer may be off: the report thread asks again
+                return False
             self.lose_all()
             self._report_lost()  # its claims stay listed: withdrawn once reports land again
             return False

@@ -231,6 +231,19 @@ class StatusMember(GroupLookups):
             return False
         return time.monotonic() - self._last_written_s < self._fence_after_s
 
+    def lease_in_doubt(self) -> bool:
+        """Whether the lease is doubted only for news of the status log not yet asked again.
+
+        One answer can be off (``LogRenewal.holds``): until the report thread has asked again,
+        nothing is handed out (:meth:`lease_ok`), but nothing is let go either; the fence
+        follows if the news holds.
+        """
+        return (
+            not self._fenced
+            and self._renewal.news() is not None
+            and (time.monotonic() - self._last_written_s < self._fence_after_s)
+        )
+
     def _wake_all(self) -> None:
         """The status topic was seen gone or made anew: the report thread and the round act."""
         self._wake.set()

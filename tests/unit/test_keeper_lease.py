@@ -49,6 +49,9 @@ class _PausedStatus:
     def lease_ok(self) -> bool:
         return False
 
+    def lease_in_doubt(self) -> bool:
+        return False  # lapsed by the clock: no doubt about it
+
     def holders(self) -> dict[TopicPartition, str]:
         return {ORDERS_0: "me"}  # the view has not yet read the others' claims
 
@@ -81,6 +84,39 @@ def test_a_round_that_wakes_before_the_fence_loses_its_partitions_and_commits_no
     assert calls == [("lost", {"orders:0": 7})]
     assert fetcher.releases == [(ORDERS_0, False)]
     assert status.forgotten == set()  # its claims stay, to be withdrawn when reports land
+
+
+class _DoubtedStatus(_PausedStatus):
+    """One answer said the status log changed; the report thread has not asked again yet."""
+
+    def lease_in_doubt(self) -> bool:
+        return True
+
+
+def test_a_round_while_one_answer_doubts_the_status_log_lets_go_of_nothing() -> None:
+    """No batch goes out (lease_ok is False), but no partition is dropped on one answer either.
+
+    The round, woken by that answer, ran before the report thread asked again and dropped every
+    partition with on_lost and no commit, though the second answer showed the same log (the
+    review of 2026-11-29).
+    """
+    calls: list[tuple[str, dict[str, int]]] = []
+    hooks = PartitionHooks("me", on_lost=lambda positions: calls.append(("lost", dict(positions))))
+    member = SimpleNamespace(
+        settings=SimpleNamespace(refused_connect_wait_s=1.0),
+        consumer_id="me",
+        report=lambda offsets, pins: None,
+    )
+    fetcher = _Fetcher()
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)), hooks,
+        cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+    keeper.status = cast(StatusMember, _DoubtedStatus())
+    assert keeper._keep_status(keeper.status) is False
+    assert calls == []
+    assert fetcher.releases == []
+    assert fetcher.held() == {ORDERS_0}
 
 
 class _StandingClaimStatus(_PausedStatus):

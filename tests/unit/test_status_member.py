@@ -138,6 +138,7 @@ def member_on_fakes(
     fenced: list[bool],
     request_timeout_s: float = 0.25,
     topic_ids: list[str] | None = None,
+    report_interval_s: float = 0.05,
     **options: Any,
 ) -> StatusMember:
     """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more).
@@ -151,7 +152,8 @@ def member_on_fakes(
     monkeypatch.setattr(_renewal, "ask_topic_id", lambda *args: answered(topic_ids[0]))
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
-        report_interval_s=0.05, lease_timeout_s=0.6, request_timeout_s=request_timeout_s,
+        report_interval_s=report_interval_s, lease_timeout_s=0.6,
+        request_timeout_s=request_timeout_s,
     )  # fmt: skip
     made = StatusMember(
         settings, "me", report, on_change=lambda: None, on_fenced=fenced.append, **options
@@ -197,6 +199,20 @@ def test_member_fences_itself_when_reports_fail_and_recovers(
     assert not member.fenced
     member.leave()
     assert writer.records[-1][1] is None  # the report's tombstone
+
+
+def test_a_healthy_member_reporting_at_half_its_lease_never_fences(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """The longest report interval the settings allow (half the lease) leaves the fence alone."""
+    member = member_on_fakes(monkeypatch, fenced, report_interval_s=0.3)
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    time.sleep(1.6)  # five reports
+    assert len(writer.records) >= 5
+    assert fenced == []
+    member.leave()
 
 
 def test_a_report_write_that_hangs_gives_up_in_time_for_the_fence(
@@ -457,6 +473,39 @@ def test_a_status_topic_that_cannot_be_made_again_is_named_in_the_next_error(
     assert "Create" in str(error)
     assert member.fenced
     assert fenced == [True]
+    member.leave()
+
+
+def test_one_answer_that_the_status_topic_is_missing_only_doubts_the_lease(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """Until asked again: lease_ok is False (nothing goes out), lease_in_doubt True (kept).
+
+    The round that the answer wakes may run before the report thread asks again; it must see
+    the doubt, not a lapse, or it drops every partition on one answer.
+    """
+    member = member_on_fakes(monkeypatch, fenced)
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    wait_for(lambda: len(writer.records) > 3)  # the first answer ("id-1") was heard
+    second = threading.Event()
+    seen: list[tuple[bool, bool]] = []
+
+    def asked(*args: object) -> Any:
+        if not seen:  # the first question after the switch: "missing"
+            seen.append((member.lease_ok(), member.lease_in_doubt()))
+            return answered("")
+        seen.append((member.lease_ok(), member.lease_in_doubt()))  # the report thread's
+        second.set()
+        return answered("id-1")
+
+    monkeypatch.setattr(_renewal, "ask_topic_id", asked)
+    assert second.wait(5.0)
+    assert seen[1] == (False, True)  # asked again while in doubt, nothing lapsed
+    wait_for(member.lease_ok)
+    assert not member.lease_in_doubt()
+    assert fenced == []
     member.leave()
 
 

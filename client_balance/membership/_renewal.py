@@ -120,10 +120,13 @@ class LogRenewal:
         the new log), and it claims afresh once its report is read back.
         """
         found = self._topic_id()
-        if self._same_log(found):  # the fence's way back withdraws the claims, as usual
+        if self._same_log(found) or found is None:  # the fence's way back withdraws the claims
+            return False
+        # Checked as at a start, made again if missing: a topic made anew by hand with the
+        # broker's defaults would neither keep claims nor stamp them with the broker's clock.
+        if not self._ensure(missing=found == ""):
             return False
         if found == "":
-            self._make_again()
             found = self._topic_id()
         if not found:
             return False
@@ -145,7 +148,8 @@ class LogRenewal:
             _log.warning("asking the status topic's id failed", error=str(error))
             return None
 
-    def _make_again(self) -> None:
+    def _ensure(self, *, missing: bool) -> bool:
+        """Make the topic again if ``missing``, check its settings; False (reported) if refused."""
         settings = self._settings
         try:
             status_log.ensure_status_topic(
@@ -155,9 +159,11 @@ class LogRenewal:
                 partitions=settings.status_topic_partitions,
             )  # fmt: skip
         except ClientBalanceError as error:
-            self._on_failure(self._missing(error))
-            return
-        _log.warning("made the deleted status topic again", topic=self._topic)
+            self._on_failure(self._missing(error) if missing else error)
+            return False
+        if missing:
+            _log.warning("made the deleted status topic again", topic=self._topic)
+        return True
 
     def _missing(self, error: ClientBalanceError) -> ClientBalanceError:
         """``error`` of making the topic again, saying that it is missing and what to do."""

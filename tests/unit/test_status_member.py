@@ -13,6 +13,7 @@ import pytest
 from client_balance import (
     ClientBalanceError,
     ClientBalanceSettings,
+    ConfigError,
     KafkaClientError,
     TopicPartition,
 )
@@ -473,6 +474,42 @@ def test_a_status_topic_that_cannot_be_made_again_is_named_in_the_next_error(
     assert "Create" in str(error)
     assert member.fenced
     assert fenced == [True]
+    member.leave()
+
+
+def test_a_status_topic_made_anew_with_wrong_settings_is_not_joined_until_fixed(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """Made anew by hand with the broker's defaults: checked as at a start, refused, fenced.
+
+    It was joined unchecked: a log that is not compacted loses the claims, and one stamped by
+    its producers dated every record by the reader's clock (the review of 2026-11-29).
+    """
+    failures: list[ClientBalanceError] = []
+    topic_ids = ["id-1"]
+    checks: list[str] = []
+    wrong = [True]
+
+    def check(*args: object, **kwargs: object) -> int:
+        checks.append(topic_ids[0])
+        if wrong[0]:
+            raise ConfigError(
+                "status topic '__client_balance_status' has cleanup.policy=delete; it must be "
+                "compacted"
+            )
+        return 1
+
+    member = member_on_fakes(monkeypatch, fenced, topic_ids=topic_ids, on_failure=failures.append)
+    member.join()
+    monkeypatch.setattr(_log, "ensure_status_topic", check)
+    topic_ids[0] = "id-2"
+    wait_for(lambda: bool(failures))
+    assert isinstance(failures[0], ConfigError)
+    assert "cleanup.policy=delete" in str(failures[0])
+    assert checks[0] == "id-2"
+    assert member.fenced
+    wrong[0] = False  # the operator fixes the topic's settings
+    wait_for(lambda: fenced == [True, False])
     member.leave()
 
 

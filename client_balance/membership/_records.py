@@ -290,8 +290,18 @@ class GroupState:
         }
 
     def defeated_again(self, keys: list[bytes]) -> None:
-        """Hand ``keys`` out again (their tombstones could not be written)."""
-        self._defeated.update(dict.fromkeys(keys))
+        """Hand ``keys`` out again (their tombstones could not be written), if still defeated.
+
+        Not a claim withdrawn meanwhile, nor one whose member holds the partition: it may have
+        claimed again, under the same key, and won; the tombstone would withdraw that claim.
+        """
+        for key in keys:
+            _, _, consumer_id, partition = parse_key(key) or ("", "", "", None)
+            if partition is None or partition not in self._open_claims.get(consumer_id, ()):
+                continue
+            holder = self.holders.get(partition)
+            if holder is None or holder.consumer_id != consumer_id:
+                self._defeated[key] = None
 
     def _apply_report(
         self,

@@ -258,6 +258,41 @@ def test_only_claims_defeated_by_this_member_are_handed_out_once() -> None:
     assert log.state.take_defeated() == []
 
 
+def test_a_defeated_claim_withdrawn_while_its_tombstone_failed_is_not_handed_out_again() -> None:
+    """The loser withdrew it meanwhile: a later tombstone would hit its next, winning claim.
+
+    The holder's write of the tombstone got no answer while the loser withdrew by itself; handed
+    out again, the tombstone landed after the loser had claimed the partition anew and won,
+    and withdrew that claim: the partition was free in every view while its holder fetched it
+    (the review of 2026-11-29).
+    """
+    log = Log(keep_verdicts_of="holder")
+    log.add(member_key(GROUP, "holder"), report("holder"), 0)
+    log.add(member_key(GROUP, "loser"), report("loser"), 0)
+    assert log.claim("holder", P0, 1) is None
+    log.claim("loser", P0, 2)  # lost to holder
+    log.claim("loser", P1, 2)  # won: nobody held it
+    keys = log.state.take_defeated()  # the holder's report thread writes their tombstones...
+    assert keys == [claim_key(GROUP, P0, "loser")]
+    log.add(claim_key(GROUP, P0, "loser"), None, 3)  # ...while the loser withdraws by itself
+    log.state.defeated_again([*keys, claim_key(GROUP, P1, "loser")])  # the write failed
+    assert log.state.take_defeated() == []
+    log.add(claim_key(GROUP, P0, "holder"), None, 4)  # the holder lets go
+    assert log.claim("loser", P0, 5) is None
+    assert log.state.live_holders(5) == {P0: "loser", P1: "loser"}
+
+
+def test_a_defeated_claim_still_standing_is_handed_out_again_after_a_failed_write() -> None:
+    """Nobody withdrew it: its tombstone is still owed, and goes with the next report."""
+    log = Log(keep_verdicts_of="holder")
+    log.add(member_key(GROUP, "holder"), report("holder"), 0)
+    assert log.claim("holder", P0, 1) is None
+    log.claim("loser", P0, 2)
+    keys = log.state.take_defeated()
+    log.state.defeated_again(keys)
+    assert log.state.take_defeated() == [claim_key(GROUP, P0, "loser")]
+
+
 def test_dead_records_name_long_dead_members_and_their_claims_only() -> None:
     """Members silent past lease + grace give their report key and standing claim keys."""
     log = Log()

@@ -182,6 +182,7 @@ class PartitionKeeper:
             return {}  # fenced since the round began: its claims still stand, unwritten
         if shown_key is None:  # a round leaves what others hold to the round they free it in
             fresh = _only(fresh, self.status.claimable(fresh))  # one pass over the group view
+        fences = self.status.fences
         verdicts = self.status.claim(fresh)
         lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
         if lost and shown_key is not None:
@@ -191,6 +192,8 @@ class PartitionKeeper:
                 "it can be registered once that member releases it or its lease lapses",
                 key=shown_key, holder=holder,
             )  # fmt: skip
+        if shown_key is None and self.status.fences != fences:  # a pause since: the fence's
+            return {}  # way back withdrew them, and others may hold them now
         return {tp: offset for tp, offset in fresh.items() if tp not in lost}
 
     def _withdraw_strays(self) -> None:

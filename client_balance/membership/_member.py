@@ -97,6 +97,8 @@ class StatusMember(GroupLookups):
         self._warned_unsigned: set[str] = set()
         self._join_offset: int | None = None
         self._fenced = False
+        self.fences = 0
+        """How many times the member fenced itself: a claim read back before one may be gone."""
         self._left = False
         self._last_written_s = 0.0  # monotonic time the last acknowledged report was sent
         # Fence with a margin: the others count the lease from when the last report landed,
@@ -256,6 +258,7 @@ class StatusMember(GroupLookups):
     def _fence(self, why: str) -> None:
         if not self._fenced:
             self._fenced = True
+            self.fences += 1
             self._on_fenced(True)  # before the log: its handlers (or first import) may be slow
             _log.warning(f"fenced: {why}; stopped fetching")
 

@@ -15,6 +15,7 @@ class _Status:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.fences = 0
 
     def lease_ok(self) -> bool:
         return True
@@ -75,3 +76,27 @@ def test_a_claim_made_with_the_join_and_not_registered_is_withdrawn() -> None:
     keeper._withdraw_strays()
     assert status.withdrawn == [{TopicPartition("orders", 1)}]
     assert status.reports == 1
+
+
+class _PausedWhileClaiming(_Status):
+    """Its claims are read back won, then the process pauses: fenced, back, claims withdrawn."""
+
+    def claim(self, partitions: Any) -> dict[TopicPartition, str | None]:
+        verdicts = super().claim(partitions)
+        self.fences += 1  # the report thread's fence and way back, while the round was stopped
+        return verdicts
+
+
+def test_a_round_that_was_fenced_while_it_claimed_holds_none_of_its_claims() -> None:
+    """Won before a pause, withdrawn by the fence's way back: the round must not hold them.
+
+    It held and announced them with the lease fine again, while the view named their new holder
+    (the review of 2026-11-29).
+    """
+    setup = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="C0")
+    fetcher = SimpleNamespace(held=set, commits=_SETTLED)
+    keeper = PartitionKeeper(
+        cast(Any, setup), cast(Any, fetcher), cast(Any, None), cast(Any, None), cast(Any, None)
+    )
+    keeper.status = cast(StatusMember, _PausedWhileClaiming())
+    assert keeper._claim({TopicPartition("orders", 1): -1}, None) == {}

@@ -193,6 +193,7 @@ def test_member_fences_itself_when_reports_fail_and_recovers(
     writer.failing = True
     wait_for(lambda: fenced == [True])
     assert member.fenced
+    assert member.fences == 1  # counted: a round's claims read back before it are void
     # Fenced after the lease minus min(report interval, lease / 3): 0.55 s, not sooner.
     assert time.monotonic() - began >= 0.5
     writer.failing = False

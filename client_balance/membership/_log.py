@@ -30,6 +30,7 @@ from client_balance._kafka import (
     wait_until,
 )
 from client_balance._logging import get_logger
+from client_balance._secrets import scrub
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 from client_balance.membership._keys import quoted_group
@@ -167,6 +168,7 @@ class StatusReader:
         self._quoted = quoted_group(group)
         self._logged: set[str] = set()  # skip reasons already logged: once each per reader
         self._on_change = on_change
+        self._kafka = kafka  # what librdkafka's words are scrubbed of
         self._consumer = reader_client(
             {
                 **kafka,
@@ -209,7 +211,7 @@ class StatusReader:
             if first is not None:
                 messages += self._consumer.consume(num_messages=10_000, timeout=0)
         except KafkaException as error:
-            _log.warning("reading the status topic failed", error=str(error))
+            _log.warning("reading the status topic failed", error=scrub(str(error), self._kafka))
             return
         with self._lock:
             changed = self._apply_all(messages)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from client_balance._kafka import AdminClient, KafkaException, admin_client, ask_topic_id
 from client_balance._logging import get_logger
+from client_balance._secrets import scrub
 from client_balance.errors import ClientBalanceError, ConfigError, KafkaClientError
 from client_balance.membership import _log as status_log
 from client_balance.membership._claims import MemberClaims
@@ -74,7 +75,8 @@ class LogRenewal:
             self._asked = ask_topic_id(self._client(), self._topic,
                                        self._settings.request_timeout_s)  # fmt: skip
         except KafkaException as error:  # asked again with the next report
-            _log.debug("asking the status topic's id failed", error=str(error))
+            said = scrub(str(error), self._settings.kafka)
+            _log.debug("asking the status topic's id failed", error=said)
             return
         round_ = self._round
         self._asked.add_done_callback(lambda answer: self._answered(answer, round_))
@@ -145,7 +147,8 @@ class LogRenewal:
         try:
             return ask_topic_id(self._client(), self._topic, timeout_s).result(timeout_s)
         except (KafkaException, concurrent.futures.TimeoutError) as error:
-            _log.warning("asking the status topic's id failed", error=str(error))
+            _log.warning("asking the status topic's id failed",
+                         error=scrub(str(error), self._settings.kafka))  # fmt: skip
             return None
 
     def _ensure(self, *, missing: bool) -> bool:

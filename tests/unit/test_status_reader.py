@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,28 @@ def test_an_idle_reader_lets_the_broker_hold_its_fetch(monkeypatch: pytest.Monke
     monkeypatch.setattr(_log, "reader_client", made)
     StatusReader("x:1", "t", 0, GROUP, kafka={}, timeout_s=1, follow=False).close()
     assert configs[0]["fetch.wait.max.ms"] >= 500
+
+
+def test_a_failed_read_is_logged_without_a_secret_of_kafka(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What librdkafka says of a failed read passes the scrub, as on every other path."""
+    secret = "s3cr3t-Passw0rd"  # noqa: S105 - a test value
+
+    class Refusing(Client):
+        def poll(self, timeout: float) -> None:
+            raise KafkaException(KafkaError(KafkaError._AUTHENTICATION, f"bad login {secret}"))
+
+    monkeypatch.setattr(_log, "reader_client", lambda config: Refusing())
+    kafka = {"security.protocol": "SASL_SSL", "sasl.password": secret}
+    reader = StatusReader("x:1", "t", 0, GROUP, kafka=kafka, timeout_s=1, follow=False)
+    with caplog.at_level(logging.WARNING, "client_balance.membership"):
+        reader._read_once()
+    reader.close()
+    failed = [r for r in caplog.records if r.getMessage() == "reading the status topic failed"]
+    assert len(failed) == 1
+    assert secret not in str(failed[0].__dict__)
+    assert "bad login **********" in failed[0].error  # type: ignore[attr-defined]
 
 
 def test_a_run_of_other_groups_records_is_passed_over_in_one_step(

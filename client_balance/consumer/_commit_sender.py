@@ -152,10 +152,10 @@ class CommitSender:
     def _run(self) -> None:
         try:
             client = self._new_client()
-            client.poll(0)  # an oauth_cb gets its first token before the first commit needs it
         except Exception as error:  # whatever it is, every commit fails with it and says so
             self._fail_all(error)
             return
+        _serve(client)  # an oauth_cb gets its first token before the first commit needs it
         while (job := self._next(client)) is not None:
             try:
                 self._send(client, job)
@@ -174,7 +174,7 @@ class CommitSender:
                     return self._current
                 if self._closing:
                     return None
-            client.poll(0)
+            _serve(client)
 
     def _send(self, client: CommitClient, job: CommitJob) -> None:
         # A release drops its partition under this lock: one released before the commit's turn
@@ -204,3 +204,16 @@ class CommitSender:
         for job in jobs:
             job.error = error
             self._finish(job)
+
+
+def _serve(client: CommitClient) -> None:
+    """Serve the client's callbacks; one that raised (an ``oauth_cb``) is asked again later.
+
+    confluent-kafka raises a callback's exception from ``poll()``: it ended this thread, and
+    every commit after it waited for nothing (the review of 2026-11-29). A token that stays
+    refused fails the commits themselves, which say so.
+    """
+    try:
+        client.poll(0)
+    except Exception as error:  # the user's callback: its words may hold a secret
+        _log.warning("serving the commit client failed", error=type(error).__name__)

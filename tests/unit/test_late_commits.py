@@ -62,6 +62,39 @@ def _held(*confirmed: int) -> list[HeldPartition]:
     ]
 
 
+class _RefreshFailingOnce(_SlowConsumer):
+    """Its second poll() raises, as confluent-kafka raises an oauth_cb's failure from poll()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polls = 0
+
+    def poll(self, timeout: float) -> None:
+        self.polls += 1
+        if self.polls == 2:
+            raise ValueError("token endpoint unavailable")
+
+
+def test_a_callback_that_raises_in_the_idle_poll_leaves_the_commits_going() -> None:
+    """The sender's thread serves the client between commits; a callback's failure ends nothing.
+
+    It ended the thread: every later commit waited for nothing, settled() stayed False, and no
+    failure reached the application (the review of 2026-11-29).
+    """
+    consumer = _RefreshFailingOnce()
+    now = [0.0]
+    states, commits = _committing(consumer, now)
+    commits.start()
+    deadline = time.monotonic() + 5.0
+    while consumer.polls < 3:  # past the failing poll, idle polls go on
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    commits.commit(states)
+    assert consumer.commits == [[7]]
+    assert commits.settled()
+    commits.close()
+
+
 def test_a_commit_answered_after_the_lease_lapsed_counts_for_nothing() -> None:
     """The lease lapses while the commit waits: it raises LEASE_LAPSED and marks nothing."""
     lease = {"ok": True}

@@ -248,11 +248,12 @@ class PartitionKeeper:
         """Release everything (hooks, then final commits), then leave in one write (``leave``)."""
         with self._lock:
             self._report_lost()
+            held = self._fetcher.held()
             try:
-                self._release(self._fetcher.held(), withdraw=self.status is None)
+                self._release(held, withdraw=self.status is None)
             finally:
                 if self.status is not None:
-                    self.status.leave()
+                    _leave(self.status, self._fetcher, held)
 
     # ------------------------------------------------------------------ the round
     def round(self, full: bool = True) -> None:
@@ -303,10 +304,11 @@ class PartitionKeeper:
     def _halt(self, error: ClientBalanceError, *, commit: bool) -> None:
         """Stop for good: release everything, leave the group; every call raises ``error``."""
         self.halted = error
+        held = self._fetcher.held()
         with contextlib.suppress(ClientBalanceError):  # the rest must go all the same
-            self._release(self._fetcher.held(), commit=commit, wait_s=None if commit else 0.0)
-        if self.status is not None:
-            self.status.leave()  # withdraws its claims and its report: the group sees it gone
+            self._release(held, commit=commit, wait_s=None if commit else 0.0)
+        if self.status is not None:  # its claims and report withdrawn: the group sees it gone
+            _leave(self.status, self._fetcher, held)
 
     def _keep_status(self, status: StatusMember) -> bool:
         """Group checks and lapsed claims before a round; False if the round must not go on."""
@@ -337,6 +339,22 @@ class PartitionKeeper:
         if self._arrivals.returned(status.live_reports(), status.known_members()) and held:
             self._fetcher.commits.recommit_soon()  # over a late commit of theirs: see _arrivals
         return True
+
+
+def _leave(status: StatusMember, fetcher: Fetcher, released: Iterable[TopicPartition]) -> None:
+    """Leave the group once the final commits of ``released`` had their answer, or in time.
+
+    Its claims go with the leave: a final commit given up and answered only after it could
+    land over the next holder's commits, its position going back (the review of 2026-11-29).
+    ``settled`` waits for the one in flight (``request_timeout_s`` at most).
+    """
+    if not fetcher.commits.settled(released):
+        _log.warning(
+            "leaving with a final commit unanswered: should it land later, it may set the "
+            "group's offsets behind the next holder's",
+            partitions=sorted(str(tp) for tp in released),
+        )
+    status.leave()
 
 
 def _drop(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any, cast
+
+import pytest
 
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
@@ -209,3 +212,34 @@ def test_a_release_while_a_commit_waits_for_its_answer_withdraws_its_claim_only_
     settled[0] = True
     keeper._withdraw_strays()  # the next round's
     assert withdrawn == [{ORDERS_0}]
+
+
+def test_shutdown_leaves_only_after_asking_for_the_final_commits_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leave withdraws the claims: it waits for the final commit's answer first.
+
+    It left at once, so a final commit given up and answered later could land over the next
+    holder's commits (the review of 2026-11-29). Unanswered in time, it leaves all the same,
+    saying so.
+    """
+    steps: list[str] = []
+    fetcher = _Fetcher()
+
+    def settled(partitions: Any = None) -> bool:
+        steps.append(f"settled {sorted(map(str, partitions))}")
+        return False  # the coordinator never answered
+
+    fetcher.commits = SimpleNamespace(settled=settled)  # type: ignore[attr-defined]
+    status = SimpleNamespace(leave=lambda: steps.append("leave"), claimed=set)
+    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
+        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+    keeper.status = cast(StatusMember, status)
+    with caplog.at_level(logging.WARNING, "client_balance.reconcile"):
+        keeper.release_for_shutdown()
+    assert fetcher.releases == [(ORDERS_0, True)]
+    assert steps == ["settled ['orders:0']", "leave"]
+    assert any("final commit unanswered" in r.getMessage() for r in caplog.records)

@@ -122,7 +122,9 @@ class CommitSender:
         """Whether no commit is queued or waiting for its answer; of ``partitions``, if given.
 
         A commit that has not had its turn yet sends nothing of a partition released before
-        it: only the one sent and waiting can still land. Waits ``wait_s`` at most for it.
+        it, nor anything at all once its waiter gave up on it (a start's commit, whose states
+        are not held yet): only the one sent and waiting can still land. Waits ``wait_s`` at
+        most for it.
         """
         keys = None if partitions is None else frozenset(partitions)
 
@@ -180,6 +182,8 @@ class CommitSender:
         # A release drops its partition under this lock: one released before the commit's turn
         # is not sent. One released after it waits for this commit before its claim is let go.
         with self._state_lock:
+            if job.given_up:  # its waiter went on as if it failed: a start's claim may be gone
+                return
             offsets = job.pick()
             job.sent = frozenset((offset.topic, offset.partition) for offset in offsets)
         if offsets:

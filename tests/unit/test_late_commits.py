@@ -349,3 +349,36 @@ def test_a_commit_waiting_for_its_answer_holds_only_the_claims_of_its_own_partit
     threading.Timer(0.2, answer.set).start()
     assert commits.settled([TopicPartition("orders", 1)])  # waited for, within answer_wait_s
     assert consumer.commits == [[4]]
+
+
+def test_a_start_commit_given_up_before_its_turn_is_never_sent() -> None:
+    """Queued behind a held commit, its waiter gave up: the claim may go, so the commit must.
+
+    A start's commit picks its states whether held or not (they are not held yet); given up, it
+    was still sent at its turn, after the registration had failed and withdrawn the claim, over
+    whatever the next holder committed (the review of 2026-11-29).
+    """
+    answered = threading.Event()
+    consumer = _SlowConsumer(lambda: answered.wait(5.0))
+    now = [0.0]
+    states, commits = _committing(consumer, now, answer_wait_s=0.2)
+    held_up = threading.Thread(target=lambda: _raises_no_answer(commits, states))
+    held_up.start()
+    time.sleep(0.05)  # the first commit is in flight, its answer held back
+    start = HeldPartition(TopicPartition("orders", 1), None, confirmed=50, committed=None)
+    with pytest.raises(KafkaClientError, match=r"still waits for its answer|no answer within"):
+        commits.commit([start])
+    assert commits.settled([TopicPartition("orders", 1)])  # its claim may be withdrawn now
+    answered.set()
+    held_up.join()
+    deadline = time.monotonic() + 5.0
+    while not commits.settled():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert consumer.commits == [[7]]  # the held one only: never the start's 50
+    commits.close()
+
+
+def _raises_no_answer(commits: Committer, states: list[HeldPartition]) -> None:
+    with pytest.raises(KafkaClientError):
+        commits.commit(states)

@@ -67,6 +67,7 @@ class Committer:
         # that way (or was given up), they wait out a window, doubled each time.
         self._away_until_s = float("-inf")
         self._away_for_s = 0.0
+        self._recommits = 0  # each recommit_soon(): an answer to a commit sent before it counts not
 
     def start(self) -> None:
         """Make the commit client now, in the background: the first commit finds it ready."""
@@ -93,6 +94,7 @@ class Committer:
         """
         states = self._held()
         with self._lock:
+            self._recommits += 1
             for state in states:
                 state.committed = None
         self._last_flush_s = float("-inf")
@@ -159,6 +161,7 @@ class Committer:
         picked: list[HeldPartition] = []
         positions: list[int] = []
         lapsed: list[bool] = []
+        recommits: list[int] = []  # recommit_soon() calls before the pick
 
         def pick() -> list[KafkaTopicPartition]:  # under the state lock, at the commit's turn
             if skip_when_away and self._coordinator_away():
@@ -166,6 +169,7 @@ class Committer:
             if not self._may_commit():
                 lapsed.append(True)
                 return []
+            recommits.append(self._recommits)
             picked.extend(filter(which, states))
             positions.extend(s.confirmed for s in picked)
             return [kafka_tp(s.partition, at) for s, at in zip(picked, positions, strict=True)]
@@ -183,8 +187,9 @@ class Committer:
             if not self._may_commit():
                 raise _lease_lapsed("a commit answered after that counts for nothing")
             with self._lock:  # a run that landed stays marked, should a later one fail
-                for at in range(done, done + landed):
-                    picked[at].committed = positions[at]
+                for at in range(done, done + landed):  # unless to be committed again since
+                    if recommits == [self._recommits]:
+                        picked[at].committed = positions[at]
             done += landed
         if job.error is not None:
             raise self._raised(job.error) from job.error

@@ -134,6 +134,31 @@ def test_recommit_soon_commits_every_held_position_at_the_next_check() -> None:
     assert [state.committed for state in states] == [5, 9]
 
 
+def test_a_recommit_asked_while_a_commit_waits_for_its_answer_is_still_made() -> None:
+    """The answer of a commit sent before recommit_soon() does not mark the positions committed.
+
+    It did: a returning member's late commit, which recommit_soon() answers, then stood until
+    the next confirm or the hourly re-commit (the review of 2026-11-29).
+    """
+    states = _held(5, 9)
+    for state in states:
+        state.committed = None
+    commits: Committer
+    consumer = _SlowConsumer(lambda: commits.recommit_soon())  # noqa: PLW0108 - bound below
+    now = [0.0]
+    commits = Committer(
+        lambda: consumer, "g", 3600.0, threading.Condition(),
+        held=lambda: states, clock=lambda: now[0],
+    )  # fmt: skip
+    commits.commit_due(states)  # its answer comes after a member returned
+    assert consumer.commits == [[5, 9]]
+    assert [state.committed for state in states] == [None, None]
+    consumer.during = lambda: None
+    commits.on_interval(_no_failure)
+    assert consumer.commits == [[5, 9], [5, 9]]
+    assert [state.committed for state in states] == [5, 9]
+
+
 def _report(member: str, *, fenced: bool = False) -> MemberReport:
     return MemberReport(
         consumer_id=member, host="h", pid=1, node_id=-1, source_count=-1, topics=("orders",),

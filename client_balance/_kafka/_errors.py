@@ -204,12 +204,15 @@ _HTTP_MODULES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "ssl", "s
 def registry_unavailable(error: BaseException) -> bool:
     """Whether a Schema Registry deserializer failed for want of the registry, not the data.
 
-    An unknown schema id (404) is the record's fault; any other answer of the registry (a
-    refused login, a 5xx) or no answer at all means the same bytes may decode later, so the
-    batch must not be skipped or dead-lettered for it. Duck-typed: the registry's client is an
-    optional extra. Asked only of deserializers that may call a registry: any other's OSError
-    (``gzip.BadGzipFile``) is the data's fault.
+    An unknown schema id is the record's fault: a 404 that the registry says is its own (a
+    4040x error code in its JSON answer). Any other answer (a refused login, a 5xx, a 404 of a
+    proxy or of a wrong base path, which has no such code) or no answer at all means the same
+    bytes may decode later, so the batch must not be skipped or dead-lettered for it: a wrong
+    URL skipped every record. Duck-typed: the registry's client is an optional extra. Asked
+    only of deserializers that may call a registry: any other's OSError (``gzip.BadGzipFile``)
+    is the data's fault.
     """
     if type(error).__name__ == "SchemaRegistryError":
-        return getattr(error, "http_status_code", None) != 404  # noqa: PLR2004 - HTTP not found
+        status, code = (getattr(error, name, None) for name in ("http_status_code", "error_code"))
+        return not (status == 404 and isinstance(code, int) and code // 10 == 4040)  # noqa: PLR2004 - HTTP not found
     return isinstance(error, OSError) or type(error).__module__.split(".")[0] in _HTTP_MODULES

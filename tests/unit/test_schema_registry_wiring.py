@@ -6,6 +6,7 @@ runs the same path against a real one, and docs/deserializers.md says what is le
 """
 
 import contextlib
+import http.server
 import json
 import socket
 import threading
@@ -61,6 +62,42 @@ def test_registry_errors_tell_the_data_from_the_registry() -> None:
     away = {"value_deserializer": "avro", "schema_registry_url": "http://127.0.0.1:1"}
     with pytest.raises(DeserializationError, match="did not answer") as caught:
         decode_one(message(framed), **away)
+    assert caught.value.retriable is True
+
+
+class _NotARegistry(http.server.BaseHTTPRequestHandler):
+    """A proxy or a wrong base path: an HTML 404 for every path, no registry error code."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>404 Not Found</body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_404_that_is_not_the_registrys_own_is_no_fault_of_the_data() -> None:
+    """A wrong registry URL answers 404 to everything: rolled back uncounted, never skipped.
+
+    Any 404 counted against the data: with "skip" or "dead-letter", every record of the topic
+    went past the application (the review of 2026-11-29). The registry's own "not found"
+    carries a 4040x code in its JSON answer.
+    """
+    framed = registry_framed(SchemaRegistryClient.new_client({"url": "mock://b"}), {"id": 1,
+                             "item": "x"})  # fmt: skip
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotARegistry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/wrong/base"
+        with pytest.raises(DeserializationError) as caught:
+            decode_one(message(framed), value_deserializer="avro", schema_registry_url=url)
+    finally:
+        server.shutdown()
+        server.server_close()
     assert caught.value.retriable is True
 
 

@@ -46,8 +46,8 @@ class FailureSlot:
             return  # the common case, checked before the lock: every user call asks
         with self._condition:
             error, self._failure = self._failure, None
-        if self.fatal is not None:
-            raise self.fatal
+        if self.fatal is not None:  # raised by every call: its traceback would grow with each
+            raise self.fatal.with_traceback(None)
         if error is not None:
             raise error
 

@@ -246,8 +246,8 @@ class ClientBalanceConsumer:
         if self._state not in allowed or run is None:
             raise NotStartedError("the consumer is not started or has been shut down")
         if raise_failures:
-            if run.keeper.halted is not None:
-                raise run.keeper.halted
+            if run.keeper.halted is not None:  # each call's frames only, not every call's so far
+                raise run.keeper.halted.with_traceback(None)
             run.reconciler.raise_failure()
             run.keeper.hooks.failures.raise_once()
             run.fetcher.failures.raise_once()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import traceback
 
 import pytest
 
@@ -190,3 +191,19 @@ def test_a_fatal_failure_is_raised_by_every_call() -> None:
     for _ in range(3):
         with pytest.raises(ConfigError, match="fatal"):
             slot.raise_once()
+
+
+def test_a_fatal_failure_raised_again_and_again_keeps_one_calls_traceback() -> None:
+    """Each raise carries its own call's frames: raised by every call, it grew with each one.
+
+    A worker that catches it and calls again held every frame of every call so far (120 MiB
+    after 200,000 calls; the review of 2026-11-29).
+    """
+    slot = FailureSlot()
+    slot.store_fatal(ConfigError("fatal"))
+    depths = []
+    for _ in range(50):
+        with pytest.raises(ConfigError) as caught:
+            slot.raise_once()
+        depths.append(len(traceback.extract_tb(caught.value.__traceback__)))
+    assert depths[-1] == depths[0]

@@ -206,10 +206,12 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         first = parse_offset_json(start or {})
         found = self._offsets(started=bool(first))
+        # Held first: a restarted query refused for a live member's partitions must not have
+        # committed over that member's position.
+        self._hold(first, found)
         if first:
             self._commit(first, found)  # before the loss checks: that batch is done either way
         bases = stream_bases(self._options, first, found)
-        self._hold(first, found)
         highs = {tp: high for tp, (_, high, _) in found.items()}
         if self._target is not None:
             highs = _within(highs, self._target, first)
@@ -316,10 +318,12 @@ def _within(
 
     A partition that appeared after the target was taken is left out, or, if the stream
     already has it, kept at its offset: dropping it from the end would make a later batch read
-    it again from offset 0.
+    it again from offset 0. One whose start is past the target (Spark takes the target before
+    the initial offsets: ``latest`` moved meanwhile) ends where it starts, not below it, which
+    read as a re-created topic. A high below the start still does.
     """
     return {
-        tp: min(high, target[tp]) if tp in target else first[tp]
+        tp: min(high, max(target[tp], first.get(tp, 0))) if tp in target else first[tp]
         for tp, high in highs.items()
         if tp in target or tp in first
     }

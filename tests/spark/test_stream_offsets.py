@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import client_balance.spark._source as source
-from client_balance import DataLossError, KafkaClientError
+from client_balance import DataLossError, KafkaClientError, PartitionOccupiedError
 from client_balance.keys import TopicPartition
 from client_balance.spark import SourceOptions, parse_options
 
@@ -186,6 +186,46 @@ def test_a_micro_batch_with_nothing_new_keeps_the_offset_spark_has(kafka: FakeKa
     reader = _reader(startingOffsets="latest")
     end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
     assert reader.latestOffset(end, ReadAllAvailable()) == end
+
+
+def test_a_restarted_query_refused_for_a_live_members_partitions_commits_nothing(
+    kafka: FakeKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's first call after a restart is latestOffset(checkpoint): hold, then commit.
+
+    It committed the checkpoint's offsets over the live member's position first, and only then
+    refused (the review of 2026-11-29).
+    """
+    kafka.bounds = {T0: (0, 200, None)}
+
+    def held_by_a_worker(*_: object) -> None:
+        raise PartitionOccupiedError("t:0 is held by the live member w1", key="t:0", holder="w1")
+
+    monkeypatch.setattr(source._StreamReader, "_hold", held_by_a_worker)
+    reader = _reader()
+    with pytest.raises(PartitionOccupiedError):
+        reader.latestOffset({"t": {"0": 120}}, ReadAllAvailable())
+    assert kafka.commits == []
+
+
+def test_available_now_from_latest_past_its_target_reads_nothing_and_raises_nothing(
+    kafka: FakeKafka,
+) -> None:
+    """Spark takes the target before the initial offsets; ``latest`` may be past it by then.
+
+    The first batch ended at the target, below its start: read as a re-created topic, it raised
+    DataLossError on every restart, or with failOnDataLoss=false read the partition from 0
+    (the review of 2026-11-29).
+    """
+    for fail_on_data_loss in ("true", "false"):
+        kafka.bounds = {T0: (0, 100, None)}
+        reader = _reader(startingOffsets="latest", failOnDataLoss=fail_on_data_loss)
+        reader.prepareForTriggerAvailableNow()
+        kafka.bounds = {T0: (0, 105, None)}  # five messages arrive before the initial offsets
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert reader.partitions(start, end) == []
+        assert reader.latestOffset(end, ReadAllAvailable()) == end
 
 
 def test_available_now_reads_what_was_there_in_batches_of_the_limit(kafka: FakeKafka) -> None:

@@ -99,9 +99,13 @@ def _offsets_once(
                     continue
                 raise ConfigError(f"topic {topic!r} does not exist")
             wanted += [TopicPartition(topic, number) for number in sorted(found.partitions)]
+        answers = client.committed([kafka_tp(tp) for tp in wanted], timeout=timeout_s)
+        failed = next((tp for tp in answers if tp.error is not None), None)
+        if failed is not None:  # not "nothing committed", which starts over from the log start
+            raise KafkaException(failed.error)
         committed = {
             TopicPartition(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else None
-            for tp in client.committed([kafka_tp(tp) for tp in wanted], timeout=timeout_s)
+            for tp in answers
         }
         answer = {}
         for tp in wanted:

@@ -104,3 +104,35 @@ def test_an_error_that_is_no_leader_move_is_raised_at_once(monkeypatch: pytest.M
     with pytest.raises(KafkaClientError, match="TOPIC_AUTHORIZATION_FAILED"):
         _watermarks.partition_offsets("127.0.0.1:9", "g", ["orders"], timeout_s=10.0)
     assert len(made) == 1
+
+
+class _CommittedErrorClient(_Client):
+    """Its committed() answers one partition with an error, as a per-partition failure comes."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(unavailable_answers=0)
+        self.code = code
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [
+            SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=5,
+                            error=KafkaError(self.code) if tp.partition == 1 else None)
+            for tp in partitions
+        ]  # fmt: skip
+
+
+def test_a_partitions_committed_offset_that_failed_is_not_taken_for_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error in one partition's answer is raised, not read as "nothing committed".
+
+    Read so, a stream with startingOffsets=committed started at the log's start (the review of
+    2026-11-29).
+    """
+    monkeypatch.setattr(
+        _watermarks, "group_client",
+        lambda *args: _CommittedErrorClient(KafkaError.GROUP_AUTHORIZATION_FAILED),
+    )  # fmt: skip
+    with pytest.raises(KafkaClientError) as caught:
+        _watermarks.partition_offsets("127.0.0.1:9", "g", ["orders"], timeout_s=5.0)
+    assert caught.value.kafka_name == "GROUP_AUTHORIZATION_FAILED"

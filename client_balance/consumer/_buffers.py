@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from itertools import groupby
+from itertools import count, groupby
 from operator import countOf
 from typing import Any, NamedTuple
 
@@ -37,6 +37,10 @@ Run = tuple[tuple[str | None, int | None], int]
 """((topic, partition), length) of consecutive messages of one partition."""
 
 
+_HOLDINGS = count(1)
+"""Numbers each holding of a partition: released and held again, it is another one."""
+
+
 @dataclass(slots=True)
 class Batch:
     """One batch handed out: messages (filters applied), its range, and its token."""
@@ -47,6 +51,8 @@ class Batch:
     end: int
     messages: list[Message]
     high: int | None
+    holding: int = 0
+    """The holding it came from (``HeldPartition.holding``)."""
 
 
 class Settled(NamedTuple):
@@ -55,6 +61,7 @@ class Settled(NamedTuple):
     position: int
     committed: bool
     batch_end: int
+    holding: int = 0
 
 
 class Positions(NamedTuple):
@@ -98,6 +105,8 @@ class HeldPartition:
     fetched_ahead: tuple[int, int] | None = None
     """(low, high) watermarks read when it was fetched ahead of its claim (``_starts``); None
     once held. Such a partition is not held yet: nothing of it is handed out or committed."""
+    holding: int = field(default_factory=lambda: next(_HOLDINGS))
+    """This holding's number: the rollbacks counted against a batch are this holding's only."""
 
     def positions(self) -> Positions:
         """Where it stands now."""
@@ -144,8 +153,9 @@ class HeldPartition:
         if self.filters is not None:
             messages = [m for m in run if _passes(m, self.filters, filter_header)]
         self.batch = Batch(
-            self.partition, token, self.confirmed, run[-1].offset() + 1, messages, self.high
-        )
+            self.partition, token, self.confirmed, run[-1].offset() + 1, messages, self.high,
+            self.holding,
+        )  # fmt: skip
         return self.batch
 
     def add_run(self, run: list[Message], length: int, size: int, buffer_max: int) -> bool:

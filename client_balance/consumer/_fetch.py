@@ -265,10 +265,10 @@ class Fetcher:
             self._gate.call(lambda: self._rewind(state, rewind_to))
         if consumed and self._settings.commit == "sync":
             committed = self.commits.commit_confirmed(state)
-            return Settled(position, committed, batch.end)
+            return Settled(position, committed, batch.end, batch.holding)
         if rewind_to is None:
             self._resume_if_drained(partition)
-        return Settled(position, state.committed == position, batch.end)
+        return Settled(position, state.committed == position, batch.end, batch.holding)
 
     def _resume_if_drained(self, partition: TopicPartition) -> None:
         state = self._held.get(partition)

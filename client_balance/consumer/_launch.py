@@ -76,7 +76,7 @@ class Running:
                 reason = _NO_BATCH_REASONS[batch]
                 raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
             key = self.meta.key(batch.partition)
-            skip_until = self.redeliveries.skip_until(batch.partition, batch.start)
+            skip_until = self.redeliveries.skip_until(batch.partition, batch.start, batch.holding)
             if skip_until is not None:
                 self._set_aside(batch, key, skip_until)
                 continue
@@ -129,11 +129,13 @@ class Running:
         """
         if not error.retriable:
             try:
-                self.redeliveries.rolled_back(batch.partition, batch.start, batch.end, key)
+                self.redeliveries.rolled_back(
+                    batch.partition, batch.start, batch.end, key, batch.holding
+                )
             except RedeliveryLimitError as limit:
                 self.fetcher.settle(batch.partition, batch.token, consumed=False)
                 raise limit from error
-            skip_until = self.redeliveries.skip_until(batch.partition, batch.start)
+            skip_until = self.redeliveries.skip_until(batch.partition, batch.start, batch.holding)
             if skip_until is not None:
                 _log.warning("batch does not decode", partition=key, error=str(error))
                 self._set_aside(batch, key, skip_until)
@@ -184,7 +186,7 @@ class Running:
         if consumed:
             self.redeliveries.confirmed(partition)
         elif counted:  # may raise: the batch is rolled back all the same
-            self.redeliveries.rolled_back(partition, at.position, at.batch_end, key)
+            self.redeliveries.rolled_back(partition, at.position, at.batch_end, key, at.holding)
         return ConfirmResult(key, consumed, at.position, at.committed)
 
 

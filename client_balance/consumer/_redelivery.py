@@ -44,9 +44,9 @@ class Redeliveries:
         self._settings = settings
         self._limit = settings.max_redeliveries
         self._lock = threading.Lock()
-        self._rollbacks: dict[TopicPartition, tuple[int, int, int]] = {}
+        self._rollbacks: dict[TopicPartition, tuple[int, int, int, int]] = {}
         """Partition -> (offset rolled back to, the end of the shortest batch rolled back
-        there, how many times in a row)."""
+        there, how many times in a row, the holding they were counted in)."""
         self._producer: Any = None
         self._producing = threading.Lock()  # a dead-letter write, or the close at shutdown
         self._closed = False
@@ -57,17 +57,23 @@ class Redeliveries:
             with self._lock:
                 self._rollbacks.pop(partition, None)
 
-    def rolled_back(self, partition: TopicPartition, offset: int, end: int, key: str) -> None:
-        """Count a rollback of ``offset`` .. ``end``; raise past the limit under ``"raise"``."""
+    def rolled_back(
+        self, partition: TopicPartition, offset: int, end: int, key: str, holding: int = 0
+    ) -> None:
+        """Count a rollback of ``offset`` .. ``end``; raise past the limit under ``"raise"``.
+
+        Counted in ``holding`` only: a partition released and held again (a topic re-created,
+        a fence, a ``connect()``) starts over, or its new data at an old offset was skipped.
+        """
         if self._limit is None:
             return
         with self._lock:
-            at, until, count = self._rollbacks.get(partition, (offset, end, 0))
-            if at == offset:
+            at, until, count, was = self._rollbacks.get(partition, (offset, end, 0, holding))
+            if at == offset and was == holding:
                 count, until = count + 1, min(until, end)
             else:
                 count, until = 1, end
-            self._rollbacks[partition] = (offset, until, count)
+            self._rollbacks[partition] = (offset, until, count, holding)
         if count > self._limit and self._settings.redelivery_policy == "raise":
             raise RedeliveryLimitError(
                 f"the batch of {key} at offset {offset} was rolled back {count} times, more "
@@ -78,17 +84,17 @@ class Redeliveries:
                 rollbacks=count,
             )
 
-    def skip_until(self, partition: TopicPartition, start: int) -> int | None:
+    def skip_until(self, partition: TopicPartition, start: int, holding: int = 0) -> int | None:
         """Where to stop skipping the batch at ``start``; None unless the policy skips it now.
 
-        That is the end of the shortest batch rolled back at ``start``: what lies past it was
-        never handed out and rolled back, so it is delivered, not skipped.
+        That is the end of the shortest batch rolled back at ``start`` in ``holding``: what
+        lies past it was never handed out and rolled back, so it is delivered, not skipped.
         """
         if self._limit is None or self._settings.redelivery_policy == "raise":
             return None
         with self._lock:
-            at, until, count = self._rollbacks.get(partition, (-1, -1, 0))
-        return until if at == start and count > self._limit else None
+            at, until, count, was = self._rollbacks.get(partition, (-1, -1, 0, holding))
+        return until if at == start and was == holding and count > self._limit else None
 
     def set_aside(
         self, partition: TopicPartition, key: str, start: int, end: int, messages: list[Any]

@@ -12,10 +12,12 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from client_balance import ClientBalanceSettings
+from client_balance._metrics import NO_METRICS
 from client_balance.consumer import _commits, _fetch, _starts
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.consumer._launch import Running
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.keys import TopicPartition
 
@@ -224,6 +226,41 @@ def test_a_skip_stops_at_the_end_of_the_shortest_batch_rolled_back() -> None:
     assert redeliveries.skip_until(T0, 1) is None
     redeliveries.rolled_back(T0, 3, 9, "1:t:0")  # another offset: counted from one again
     assert redeliveries.skip_until(T0, 3) is None
+
+
+def test_rollbacks_counted_before_a_release_do_not_count_once_it_is_held_again(
+    client: _Client,
+) -> None:
+    """Released and held again from the same offset: its first rollback is a first, not a second.
+
+    The count outlived the release: after a topic re-created, a fence or a connect(), healthy
+    data at an old offset was skipped after one rollback (the review of 2026-11-29).
+    """
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10,
+        max_redeliveries=1, redelivery_policy="skip",
+    )  # fmt: skip
+    fetcher = Fetcher(settings)
+    meta = SimpleNamespace(key=lambda tp: f"1:{tp.topic}:{tp.partition}")
+    run = Running(
+        cast(Any, None), fetcher, cast(Any, meta), cast(Any, None), cast(Any, None),
+        Redeliveries(settings), NO_METRICS, cast(Any, None),
+    )  # fmt: skip
+    try:
+        _hold(fetcher)
+        first = run.next_batch(5.0)
+        run.confirm(first.confirm_context, T0, _token(first), consumed=False)  # one, at 0
+        fetcher.release([T0], 0.0, commit=False)
+        _hold(fetcher)  # held again from 0
+        again = run.next_batch(5.0)
+        run.confirm(again.confirm_context, T0, _token(again), consumed=False)  # its first
+        assert run.next_batch(5.0).start_offset == 0  # delivered, not skipped
+    finally:
+        fetcher.close(0.0)
+
+
+def _token(result: Any) -> int:
+    return int(result.confirm_context.rsplit(":", 1)[1])
 
 
 def test_a_sync_confirm_does_not_commit_a_partition_released_without_commit_meanwhile(

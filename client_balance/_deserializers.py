@@ -119,7 +119,7 @@ def check_registry_url(url: str) -> str:
                 f"schema_registry_url: {_without_userinfo(part.strip())!r} is not an http:// "
                 "or https:// URL (mock:// names confluent-kafka's in-memory registry, for tests)"
             )
-        if "@" in rest.split("/", 1)[0]:
+        if "@" in rest:  # anywhere: a password with a raw "/" puts it past the host
             raise ConfigError(
                 "schema_registry_url must not hold credentials (they would show in every "
                 "repr); give them as schema_registry_basic_auth='user:password'"

@@ -28,7 +28,7 @@ from client_balance._kafka import (
     timed_out,
 )
 from client_balance._logging import get_logger
-from client_balance.errors import RedeliveryLimitError
+from client_balance.errors import KafkaClientError, RedeliveryLimitError
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings
 
@@ -120,6 +120,13 @@ class Redeliveries:
                 self._producer.close()
                 self._producer = None
 
+    def _refused(self, error: BaseException, topic: str) -> KafkaClientError:
+        """The dead-letter write's failure, naming the login and the ACL, without a secret."""
+        return from_kafka_exception(
+            error, f"producing to dead_letter_topic {topic!r}", kafka=self._settings.kafka,
+            operation="Write", resource=topic,
+        )  # fmt: skip
+
     def _dead_letter(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
         with self._producing:
             if self._closed:
@@ -162,9 +169,7 @@ class Redeliveries:
             left = self._producer.flush(timeout_s)
         except (KafkaException, BufferError) as error:
             drop_queued(self._producer)
-            raise from_kafka_exception(
-                error, f"producing to dead_letter_topic {topic!r}"
-            ) from error
+            raise self._refused(error, topic) from error
         failed = failures[0] if failures else None  # before the purge adds its own reports
         if failed is not None or left:
             # What is still queued would be written whenever the topic or broker comes back,
@@ -172,8 +177,6 @@ class Redeliveries:
             # leave one more copy in the dead-letter topic.
             drop_queued(self._producer)
         if failed is not None:
-            raise from_kafka_exception(
-                KafkaException(failed), f"producing to dead_letter_topic {topic!r}"
-            )
+            raise self._refused(KafkaException(failed), topic)
         if left:
             raise timed_out(f"producing {left} messages to dead_letter_topic {topic!r}", timeout_s)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from client_balance import ClientBalanceSettings
+import pytest
+from confluent_kafka import KafkaError
+
+from client_balance import ClientBalanceSettings, KafkaClientError
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.keys import TopicPartition
 
@@ -61,3 +64,31 @@ def test_a_batch_larger_than_the_producers_queue_is_dead_lettered_whole() -> Non
     messages = [_Message(offset) for offset in range(7)]
     redeliveries.set_aside(TopicPartition("t", 0), "1:t:0", 0, 7, messages)
     assert producer.written == [str(offset).encode() for offset in range(7)]
+
+
+class _RefusedProducer(_SmallQueueProducer):
+    """Each delivery fails as a write refused by the topic's ACL does."""
+
+    def flush(self, timeout: float) -> int:
+        for _value, delivered in self.queued:
+            delivered(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)
+        self.queued.clear()
+        return 0
+
+    def purge(self) -> None:
+        self.queued.clear()
+
+
+def test_a_refused_dead_letter_write_names_the_acl_and_the_topic() -> None:
+    """As every other refused write does: the operation and topic, for the operator's ACL."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", max_redeliveries=0,
+        redelivery_policy="dead-letter", dead_letter_topic="dead",
+    )  # fmt: skip
+    redeliveries = Redeliveries(settings)
+    redeliveries._producer = _RefusedProducer()
+    with pytest.raises(KafkaClientError) as caught:
+        redeliveries.set_aside(TopicPartition("t", 0), "1:t:0", 0, 1, [_Message(0)])
+    assert caught.value.kafka_name == "TOPIC_AUTHORIZATION_FAILED"
+    assert "Write" in str(caught.value)
+    assert "'dead'" in str(caught.value)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, groupby
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS, kafka_tp, reader_client
 from client_balance._kafka._errors import (
@@ -29,6 +29,10 @@ from client_balance.keys import TopicPartition
 __all__ = ["read_ranges"]
 
 _READ_WAIT_S = 0.1
+_GONE_CHECK_S = 5.0
+"""No message for this long: ask whether the unfinished ranges' topics still exist. librdkafka
+says nothing of an assigned partition whose topic was deleted: the read sat out its whole idle
+timeout, then failed as if the cluster had not answered."""
 _WATERMARK_TIMEOUT_S = 30.0
 """Bound on asking a partition's watermarks after its start turned out to be gone."""
 
@@ -71,7 +75,7 @@ def read_ranges(
     consumer = reader_client({**LIBRDKAFKA_DEFAULTS, **config, "auto.offset.reset": "error"})
     try:
         consumer.assign([kafka_tp(tp, start) for tp, (start, _) in left.items()])
-        last_progress = time.monotonic()
+        last_progress = next_check = time.monotonic()
         while left:
             # No more than the ranges still hold: consume() returns as soon as it has them,
             # instead of waiting out its timeout for a full batch at the end of every read.
@@ -90,7 +94,14 @@ def read_ranges(
             if kept:
                 last_progress = time.monotonic()
                 yield kept
-            elif left and time.monotonic() - last_progress > idle_timeout_s:
+                continue
+            now = time.monotonic()
+            idle_s = now - last_progress
+            if left and idle_s > min(_GONE_CHECK_S, idle_timeout_s / 2) and now >= next_check:
+                next_check = now + _GONE_CHECK_S
+                if _skip_deleted(consumer, left, on_data_loss):
+                    last_progress = now
+            if left and time.monotonic() - last_progress > idle_timeout_s:
                 unfinished = ", ".join(f"{tp}@{b[0]}..{b[1]}" for tp, b in sorted(left.items()))
                 raise timed_out(f"reading {unfinished}", idle_timeout_s, "no message arrived")
     finally:
@@ -191,6 +202,39 @@ def _skip_lost(
             continue
         left[tp] = (resume, end)
         consumer.incremental_assign([kafka_tp(tp, resume)])
+
+
+def _skip_deleted(
+    consumer: Consumer, left: Left, on_data_loss: Callable[[DataLossError], None] | None
+) -> bool:
+    """Report and drop the ranges of topics deleted since the read was planned; True if any.
+
+    Their unread offsets are lost, as Spark's source has it: :class:`DataLossError`, raised
+    unless ``on_data_loss`` takes it (``failOnDataLoss=false``: a deleted topic left behind).
+    """
+    deleted: list[TopicPartition] = []
+    for topic in sorted({tp.topic for tp in left}):
+        try:
+            found = consumer.list_topics(topic, timeout=_WATERMARK_TIMEOUT_S).topics.get(topic)
+        except KafkaException as error:
+            raise from_kafka_exception(error, f"asking whether {topic!r} exists") from error
+        if found is None or (found.error is not None and found.error.code() in _GONE_CODES):
+            deleted += sorted(tp for tp in left if tp.topic == topic)
+    for tp in deleted:
+        start, end = left.pop(tp)
+        consumer.incremental_unassign([kafka_tp(tp)])
+        lost = DataLossError(
+            f"reading {tp} from offset {start}: its topic was deleted, and offsets "
+            f"[{start}, {end}) of it with it ({end - start} messages not read)",
+            partition=str(tp), lost_from=start, lost_to=end,
+        )  # fmt: skip
+        if on_data_loss is None:
+            raise lost
+        on_data_loss(lost)
+    return bool(deleted)
+
+
+_GONE_CODES = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
 
 
 def _past_the_end(consumer: Consumer, left: Left) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -150,6 +152,7 @@ class _FakeConsumer:
         self.unassigned: list[tuple[str, int]] = []
         self.asked: list[int] = []
         self.closed = False
+        self.deleted: set[str] = set()
 
     def assign(self, partitions: list[Any]) -> None:
         self.assigned = [(p.topic, p.partition, p.offset) for p in partitions]
@@ -171,6 +174,10 @@ class _FakeConsumer:
         for p in partitions:
             p.offset = self.positions.get((p.topic, p.partition), -1001)
         return partitions
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART) if topic in self.deleted else None
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=error)})
 
     def close(self) -> None:
         self.closed = True
@@ -328,6 +335,36 @@ def test_a_range_wholly_gone_ends_with_its_loss(
     assert got == []
     assert [(e.lost_from, e.lost_to) for e in lost] == [(10, lost_to)]
     assert fake["consumer"].reassigned == []
+
+
+@pytest.mark.parametrize("handled", [True, False])
+def test_a_topic_deleted_under_a_read_is_its_loss_not_a_timeout(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch, handled: bool
+) -> None:
+    """Asked after a quiet spell (librdkafka says nothing of it): the rest is lost, at once.
+
+    The read sat out its idle timeout and failed as if the cluster had not answered, so
+    failOnDataLoss=false could not get a stream past a deleted topic (the review of 2026-11-29).
+    """
+    monkeypatch.setattr(ranges_module, "_GONE_CHECK_S", 0.2)
+    fake["answers"].append([_message("a", 0, 10), _message("b", 0, 0)])
+    lost: list[DataLossError] = []
+    wanted = {TopicPartition("a", 0): (10, 30), TopicPartition("b", 0): (0, 1)}
+    reads = iter(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=30,
+                             on_data_loss=lost.append if handled else None))  # fmt: skip
+    assert _offsets([next(reads)]) == [("a", 0, 10), ("b", 0, 0)]
+    fake["consumer"].deleted.add("a")
+    began = time.monotonic()
+    if handled:
+        assert list(reads) == []
+        assert [(e.partition, e.lost_from, e.lost_to) for e in lost] == [("a:0", 11, 30)]
+        assert "deleted" in str(lost[0])
+    else:
+        with pytest.raises(DataLossError, match=r"its topic was deleted"):
+            list(reads)
+    assert time.monotonic() - began < 5.0  # not the idle timeout's 30 s
+    assert ("a", 0) in fake["consumer"].unassigned
+    assert fake["consumer"].closed
 
 
 def test_gaps_inside_the_log_are_no_loss(fake: dict[str, Any]) -> None:

@@ -191,7 +191,7 @@ def decode(raw: bytes | None, deserializer: str) -> tuple[str, bool]:
                 json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
             ), True
         return _render.visible(raw.decode("utf-8")), True
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except (ValueError, RecursionError):  # not JSON or text; or nested deeper than json goes
         return _escaped(raw), False
 
 

@@ -7,13 +7,18 @@ import unicodedata
 __all__ = ["lines", "visible"]
 
 
+_ESCAPED = frozenset({"Cc", "Cf", "Cs"})
+"""Control and format characters (a terminal acts on them), and lone surrogates (no UTF-8
+output takes one: the command crashed on a record that held one)."""
+
+
 def visible(text: str) -> str:
     """``text`` with every control character escaped as Python writes it (ESC as backslash x1b)."""
     # Rich strips only some control characters; ESC passes, and with it any terminal sequence.
     if text.isprintable():
         return text
     return "".join(
-        repr(char)[1:-1] if unicodedata.category(char) in ("Cc", "Cf") else char for char in text
+        repr(char)[1:-1] if unicodedata.category(char) in _ESCAPED else char for char in text
     )
 
 

@@ -8,6 +8,7 @@ consumer_id]`` for its claim on a partition (``_records`` has what each record m
 from __future__ import annotations
 
 import json
+import re
 from functools import cache, lru_cache
 
 from client_balance.keys import TopicPartition
@@ -34,6 +35,11 @@ def claim_key(group: str, partition: TopicPartition, consumer_id: str) -> bytes:
     return json.dumps([CLAIM, group, partition.topic, partition.partition, consumer_id]).encode()
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""What JSON may encode (``"\\ud800"``) but no UTF-8 output takes: a forged record with one
+crashed every command and scrape that printed it."""
+
+
 def parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None] | None:
     """(kind, group, consumer id, partition or None) of a status key; None if foreign.
 
@@ -58,6 +64,9 @@ def _parse_key(raw: bytes | None) -> tuple[str, str, str, TopicPartition | None]
         return None
     if not isinstance(parts, list) or not parts:
         return None
+    if any(isinstance(part, str) and not part.isascii() and LONE_SURROGATE.search(part)
+           for part in parts):  # fmt: skip
+        return None  # no id or topic of ours: it could not be written out
     kind = parts[0]
     if kind == MEMBER and len(parts) == 3 and all(isinstance(p, str) for p in parts):  # noqa: PLR2004 - the key's shape
         return MEMBER, parts[1], parts[2], None

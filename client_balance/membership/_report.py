@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from client_balance.keys import TopicPartition
+from client_balance.membership._keys import LONE_SURROGATE
 
 __all__ = [
     "MAX_LEASE_S",
@@ -142,6 +143,8 @@ def _str(
 ) -> str:
     if not isinstance(value, str):
         raise _malformed(where, "should be a string")
+    if not value.isascii() and LONE_SURROGATE.search(value):  # JSON's "\ud800" decodes to one
+        raise _malformed(where, "is no text: it holds a lone surrogate, which cannot be written")
     if len(value) < min_length:
         raise _malformed(where, f"should have at least {min_length} character(s)")
     if pattern is not None and pattern.fullmatch(value) is None:

@@ -66,6 +66,8 @@ def test_share_is_as_even_as_the_partitions_allow() -> None:
         (b"{not json", "json", "{not json", False),
         (b"\x1b[2Jred", "str", r"\x1b[2Jred", True),  # no escape sequence reaches a terminal
         (b'"\\u001b"', "json", r'"\u001b"', True),
+        (b'"\\ud800"', "json", r'"\ud800"', True),  # a lone surrogate: no output takes one
+        (b"[" * 100_000, "json", "[" * 100_000, False),  # deeper than json recurses
     ],
 )
 def test_decode_shows_what_it_can_and_escapes_the_rest(

@@ -201,6 +201,20 @@ def test_hostile_keys_parse_to_foreign() -> None:
     assert parse_key(b'["claim", "g", "t", -1, "c"]') is None
 
 
+def test_ids_and_fields_holding_a_lone_surrogate_are_no_status_records() -> None:
+    """A lone surrogate (JSON can encode one) in a key or a report: the record is skipped.
+
+    A forged claim or report holding one crashed `status`, `lag` and every metrics scrape that
+    printed its holder (the review of 2026-11-29).
+    """
+    assert parse_key(claim_key(GROUP, P0, "c\ud800")) is None
+    assert parse_key(member_key(GROUP, "m\udfff")) is None
+    assert parse_key(claim_key(GROUP, P0, "café")) == ("claim", GROUP, "café", P0)
+    log = Log()
+    assert not log.add(member_key(GROUP, "a"), encoded(report_fields(host="h\ud800")))
+    assert log.state.skipped == {"malformed": 1}
+
+
 # ----------------------------------------------------------------------------- signatures
 class Reader:
     """A reader's path for one group: a gate in front of the state."""

@@ -9,7 +9,7 @@ not know is still masked when its name says what it is (``...password``, ``...se
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "MASK",
     "MaskedConfig",
     "SecretStr",
+    "for_repr",
     "is_secret_key",
     "is_secret_value",
     "masked",
@@ -196,3 +197,21 @@ class MaskedConfig(Mapping[str, Any]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._config = state
+
+
+class _Named:
+    """A callable as a repr shows it: by name, never by what it holds (a partial's secret)."""
+
+    def __init__(self, value: Callable[..., Any]) -> None:
+        inner = getattr(value, "func", value)  # a functools.partial: its function's name
+        self._name = getattr(inner, "__qualname__", type(value).__name__)
+
+    def __repr__(self) -> str:
+        return f"<callable {self._name}>"
+
+
+def for_repr(value: Any) -> Any:
+    """``value`` for a repr: a dict's callables (``kafka``'s callbacks) by name only."""
+    if isinstance(value, dict):
+        return {key: _Named(item) if callable(item) else item for key, item in value.items()}
+    return value

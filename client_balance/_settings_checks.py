@@ -34,7 +34,8 @@ def kafka_values(value: Any) -> dict[str, object]:
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"librdkafka property names are non-empty strings: {key!r}")
-        shown = "its value" if is_secret_key(key) else repr(item)
+        # A callback key's wrong value may be what belonged inside the callback: a token.
+        shown = "its value" if is_secret_key(key) or key in CALLBACK_KEYS else repr(item)
         if key in CALLBACK_KEYS:
             if not callable(item) and not (key == "logger" and hasattr(item, "log")):
                 raise ValueError(

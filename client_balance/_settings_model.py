@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import MASK, SecretStr, is_secret_key, is_secret_value
+from client_balance._secrets import MASK, SecretStr, for_repr, is_secret_key, is_secret_value
 from client_balance.errors import ConfigError
 
 __all__ = [
@@ -264,7 +264,9 @@ class SettingsModel:
     def __repr__(self) -> str:
         fields = type(self).model_fields
         shown = ", ".join(
-            f"{name}={getattr(self, name)!r}" for name, field in fields.items() if field.shown
+            f"{name}={for_repr(getattr(self, name))!r}"
+            for name, field in fields.items()
+            if field.shown
         )
         return f"{type(self).__name__}({shown})"
 

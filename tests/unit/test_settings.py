@@ -1,3 +1,4 @@
+import functools
 import logging
 import pickle
 import subprocess
@@ -182,6 +183,27 @@ def test_errors_and_repr_never_show_a_librdkafka_secret(override: dict[str, obje
         ClientBalanceSettings(**{**BASE, "kafka": kafka, **override})
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in repr(ClientBalanceSettings(**BASE, kafka={"sasl.password": "hunter2"}))
+
+
+def test_a_callback_shows_by_name_and_a_misplaced_token_is_never_echoed() -> None:
+    """A partial holding a client secret, or a token given where a callable goes, stays unshown.
+
+    repr() printed the callable's own repr, a partial's arguments with it; the error for a
+    non-callable oauth_cb quoted the value (the review of 2026-11-29).
+    """
+
+    def get_token(config: object, oauth_config: object) -> tuple[str, float]:
+        return "t", 0.0
+
+    token_maker = functools.partial(get_token, {"client_secret": "hunter2"})
+    shown = repr(ClientBalanceSettings(**BASE, kafka={"oauth_cb": token_maker}))
+    assert "hunter2" not in shown
+    assert "'oauth_cb': <callable " in shown
+    assert "get_token" in shown
+    with pytest.raises(ConfigError) as caught:
+        ClientBalanceSettings(**BASE, kafka={"oauth_cb": "hunter2-token"})
+    assert "hunter2" not in str(caught.value)
+    assert "oauth_cb takes a callable" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -211,13 +211,14 @@ class PartitionKeeper:
     def _from_earliest(self, partition: TopicPartition) -> bool:
         # Partitions that appear while we run start at their beginning, as Flink does:
         # "latest" would skip what was written before this node noticed them.
-        if self._settings.start_position == "earliest":
-            return True
-        return self._meta.appeared_later(partition, self._settings.reconcile_interval_s / 2)
+        return self._settings.start_position == "earliest" or self._meta.appeared_later(
+            partition, self._settings.reconcile_interval_s / 2
+        )
 
     def pin(self, wanted: Mapping[TopicPartition, int]) -> None:
         """Pin partitions of the meta set, publish the pins (see ``TargetPlanner.pin``)."""
         check_pins(self._meta, self._member.topics, wanted)
+        self._bootstrapped.difference_update(set(wanted) - self._fetcher.held())  # a new start
         status = self.status
         self.planner.pin(wanted, status.pins() if status is not None else {})
         if status is not None:
@@ -296,8 +297,7 @@ class PartitionKeeper:
         _log.warning("topic deleted and created again; reading it from its start", topic=topic)
         held = sorted(tp for tp in self._fetcher.held() if tp.topic == topic)
         self._release(held, commit=False)  # its positions belong to the old topic
-        self._bootstrapped = {tp for tp in self._bootstrapped if tp.topic != topic}
-        self._from_log_start.update(tp for tp in self._meta.snapshot() if tp.topic == topic)
+        self._from_log_start.update(held)  # not all: others restart theirs; pins stay applied
         if held and not self.stopping:
             self._register(dict.fromkeys(held, RESUME_OFFSET))
 

@@ -1,0 +1,172 @@
+"""Where a partition starts again: pins and bootstrap offsets, and a topic created anew (fakes)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+from client_balance import ClientBalanceSettings, GroupMode
+from client_balance.consumer._hooks import PartitionHooks
+from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.consumer._results import PartitionMeta
+from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._starts import StartCommit
+from client_balance.consumer._targets import TargetPlanner
+from client_balance.keys import TopicPartition
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class _Meta:
+    """Topic ``t`` of two partitions, both led; ``recreated`` is said once, at the next round."""
+
+    def __init__(self) -> None:
+        self.leaders = [1, 1]
+        self.recreated: set[str] = set()
+
+    def snapshot(self) -> dict[TopicPartition, PartitionMeta]:
+        return {
+            TopicPartition("t", n): PartitionMeta(f"{leader}:t:{n}", "t", n, leader, leader >= 0)
+            for n, leader in enumerate(self.leaders)
+        }
+
+    def refresh(self, max_age_s: float) -> None:
+        return None
+
+    def key(self, partition: TopicPartition) -> str:
+        return f"1:{partition.topic}:{partition.partition}"
+
+    def check_registrable(self, partition: TopicPartition, shown_key: str) -> None:
+        return None
+
+    def recreated_topics(self) -> set[str]:
+        said, self.recreated = self.recreated, set()
+        return said
+
+    def appeared_later(self, partition: TopicPartition, grace_s: float) -> bool:
+        return False
+
+    def get(self, partition: TopicPartition) -> PartitionMeta | None:
+        return self.snapshot().get(partition)
+
+    def with_watermarks(self, *args: object) -> dict[TopicPartition, PartitionMeta]:
+        return self.snapshot()
+
+
+class _Fetcher:
+    """Holds partitions at a position; the group's committed offsets; each start it made."""
+
+    def __init__(self) -> None:
+        self.positions: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+        self.starts: list[tuple[TopicPartition, int]] = []
+        self.commits = SimpleNamespace(settled=lambda *_: True, recommit_soon=lambda: None)
+        self.failures = SimpleNamespace(fatal=None)
+
+    def held(self) -> set[TopicPartition]:
+        return set(self.positions)
+
+    @contextlib.contextmanager
+    def dropping_ahead(self) -> Iterator[None]:
+        yield
+
+    def hold(self, requests: Any, rules: Any, *, skip_unreadable: bool = False) -> Any:
+        started = {}
+        for partition in requests:
+            start, how = rules(partition, self.committed.get(partition), 0, 10_000)
+            if how is not StartCommit.NONE:
+                self.committed[partition] = start
+            self.positions[partition] = started[partition] = start
+            self.starts.append((partition, start))
+        return started
+
+    def announce(self, starts: Any) -> None:
+        return None
+
+    def quiesce(self, partitions: Any, wait_s: float) -> dict[TopicPartition, int]:
+        return {tp: self.positions[tp] for tp in partitions if tp in self.positions}
+
+    def release(self, partitions: Any, wait_s: float, *, commit: bool = True) -> None:
+        for partition in partitions:
+            position = self.positions.pop(partition, None)
+            if commit and position is not None:
+                self.committed[partition] = position
+
+    def last_start(self, partition: TopicPartition) -> int:
+        """Where ``partition`` started last."""
+        return [start for tp, start in self.starts if tp == partition][-1]
+
+    def read_to(self, partition: TopicPartition, position: int) -> None:
+        """The application confirmed up to ``position``, and it was committed."""
+        self.positions[partition] = self.committed[partition] = position
+
+
+def _keeper(
+    mode: GroupMode, pins: dict[TopicPartition, int] | None = None,
+    assigner: Callable[[Any], Any] | None = None,
+) -> tuple[PartitionKeeper, _Meta, _Fetcher]:  # fmt: skip
+    settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:9", group_id="g")
+    nodes = (1, 0) if mode is GroupMode.NODE else (-2, -2)
+    setup = MemberSetup(settings, "me", {"t": None}, mode, *nodes, assigner)
+    meta, fetcher, hooks = _Meta(), _Fetcher(), PartitionHooks("me")
+    planner = TargetPlanner(setup, cast(Any, meta), hooks, pins or {})
+    keeper = PartitionKeeper(setup, cast(Any, fetcher), cast(Any, meta), hooks, planner)
+    return keeper, meta, fetcher
+
+
+def test_a_pin_offset_is_not_applied_again_after_its_topic_was_created_anew() -> None:
+    """Pinned at 1200, restarted from 0 in the new topic, read to 300: a leader's return resumes.
+
+    The re-creation forgot that the pin had been applied: the partition's next registration
+    jumped from 300 to 1200, past 900 messages (the review of 2026-11-29).
+    """
+    keeper, meta, fetcher = _keeper(GroupMode.NODE, pins={T0: 1200})
+    keeper.round()
+    assert fetcher.last_start(T0) == 1200
+    meta.recreated = {"t"}
+    keeper.round()
+    assert fetcher.last_start(T0) == 0  # the new topic, from its start
+    fetcher.read_to(T0, 300)
+    meta.leaders = [-1, 1]  # its leader lost: released
+    keeper.round()
+    meta.leaders = [1, 1]  # and back
+    keeper.round()
+    assert fetcher.last_start(T0) == 300
+
+
+def test_a_topic_created_anew_restarts_from_its_log_start_only_what_the_member_held() -> None:
+    """A partition another member restarted and committed in the new topic resumes there later.
+
+    Every partition of the topic stayed 'from the log start': taken over hours later, its
+    offset went back to 0 and the whole partition came again (the review of 2026-11-29).
+    """
+    wanted = [[T0]]
+    keeper, meta, fetcher = _keeper(GroupMode.MANUAL, assigner=lambda context: wanted[0])
+    keeper.round()
+    meta.recreated = {"t"}
+    keeper.round()
+    assert fetcher.last_start(T0) == 0
+    fetcher.committed[T1] = 9_000  # the member holding t:1 in the new topic
+    wanted[0] = [T0, T1]  # taken over much later
+    keeper.round()
+    assert fetcher.last_start(T1) == 9_000
+
+
+def test_a_new_pin_of_a_partition_not_held_starts_at_its_offset() -> None:
+    """pin(key, 5000) after an earlier pin at 100, an unpin and a disconnect: it starts at 5000.
+
+    Having started from a pin's offset once, the member ignored every later pin's offset and
+    resumed from the committed one (the review of 2026-11-29).
+    """
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL)
+    keeper.pin({T0: 100})
+    keeper.round()
+    assert fetcher.last_start(T0) == 100
+    fetcher.read_to(T0, 150)
+    keeper.unpin([T0])
+    keeper.disconnect(T0)
+    keeper.pin({T0: 5000})
+    keeper.round()
+    assert fetcher.last_start(T0) == 5000

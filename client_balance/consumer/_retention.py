@@ -74,10 +74,26 @@ def restart_out_of_range(
     out_of_range: Iterable[tuple[str | None, int | None, int | None]],
     timeout_s: float,
 ) -> None:
-    """Restart each held partition that a fetch found out of range (``FetchErrors.drop``)."""
-    for topic, number, position in out_of_range:
-        if topic is None or number is None or position is None:
+    """Restart each held partition that a fetch found out of range (``FetchErrors.drop``).
+
+    A reset without a position is librdkafka finding the log truncated (a new leader's epoch
+    says its log ends below what was fetched): it stopped fetching the partition, which is
+    restarted from where this member had fetched to. Skipped, it stayed held and silent.
+    """
+    for topic, number, at in out_of_range:
+        if topic is None or number is None:
             continue
         state = held.get(TopicPartition(topic, number))
         if state is not None and not (state.releasing or state.rewinding or state.evicted):
+            position = _fetched_to(state) if at is None else at
+            if at is None:
+                _log.warning("log truncated under the partition; restarting it",
+                             partition=str(state.partition), position=position)  # fmt: skip
             restart_at_log_start(consumer, state, position, timeout_s)
+
+
+def _fetched_to(state: HeldPartition) -> int:
+    """The offset after the last message fetched for ``state`` (buffered, out, or confirmed)."""
+    if state.buffer:  # a fetched message has its offset
+        return (state.buffer[-1][-1].offset() or 0) + 1
+    return state.batch.end if state.batch is not None else state.confirmed

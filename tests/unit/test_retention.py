@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from client_balance.consumer._buffers import HeldPartition
-from client_balance.consumer._retention import restart_at_log_start
+from client_balance.consumer._retention import restart_at_log_start, restart_out_of_range
 from client_balance.keys import TopicPartition
 
 T0 = TopicPartition("t", 0)
@@ -42,3 +42,26 @@ def test_a_paused_partition_restarted_at_its_log_start_is_no_longer_marked_pause
     assert client.calls == [("unassign", 0), ("assign", 40), ("resume", 0)]
     assert state.lost_to_retention == 30
     assert state.paused is False
+
+
+def test_a_truncated_log_without_a_position_is_restarted_from_what_was_fetched() -> None:
+    """The reset librdkafka makes after an unclean election has no offset: restarted all the same.
+
+    confluent-kafka gives such an event's offset as None, and the partition was skipped: it
+    stayed held and claimed, and delivered nothing ever again (the review of 2026-11-29).
+    """
+    client = _Client()
+    state = HeldPartition(T0, None, 10, 10)
+    state.buffer.append(cast(Any, [_Fetched(10), _Fetched(11)]))
+    restart_out_of_range(client, {T0: state}, [("t", 0, None)], timeout_s=1.0)  # type: ignore[arg-type]
+    assert client.calls == [("unassign", 0), ("assign", 40), ("resume", 0)]
+
+
+class _Fetched:
+    """A fetched message: its offset."""
+
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset

@@ -104,8 +104,8 @@ class PartitionKeeper:
         with self._lock:
             if partition in self._fetcher.held():
                 self._release({partition})
-            else:
-                self._fetcher.release([partition], _reconcile.RELEASE_WAIT_S)
+            else:  # fetched ahead at most: never claimed, so nothing of it is ours to commit
+                self._fetcher.release([partition], _reconcile.RELEASE_WAIT_S, commit=False)
 
     def _release(
         self,

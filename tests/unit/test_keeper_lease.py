@@ -243,3 +243,20 @@ def test_shutdown_leaves_only_after_asking_for_the_final_commits_answer(
     assert fetcher.releases == [(ORDERS_0, True)]
     assert steps == ["settled ['orders:0']", "leave"]
     assert any("final commit unanswered" in r.getMessage() for r in caplog.records)
+
+
+def test_disconnecting_a_partition_only_fetched_ahead_commits_nothing() -> None:
+    """Not held (fetched ahead of a claim at most): let go without a commit.
+
+    Its state's start was committed over the group's offset of a partition the member never
+    won (the review of 2026-11-29).
+    """
+    fetcher = _Fetcher()
+    fetcher.holding = set()  # held() is empty: t:0 was only fetched ahead
+    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
+    keeper = PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
+        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+    keeper.disconnect(ORDERS_0)
+    assert fetcher.releases == [(ORDERS_0, False)]

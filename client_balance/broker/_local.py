@@ -184,6 +184,16 @@ class LocalKafka:
             return self
         began = time.monotonic()
         data_dir = self._data_dir = create_data_dir(self._data_dir)
+        try:
+            self._start_in(data_dir, began)
+        except BaseException:  # no Java, no jars, a failed format: its own data dir goes too
+            if self._finalizer is None and self._owns_data_dir:
+                remove_data_dir(data_dir)
+            raise
+        self.startup_s = time.monotonic() - began
+        return self
+
+    def _start_in(self, data_dir: Path, began: float) -> None:
         if self.security != "PLAINTEXT":
             self._sasl = Sasl.for_data_dir(*self._sasl_wanted, data_dir)
         launch = Launch(
@@ -215,8 +225,6 @@ class LocalKafka:
             attempts=_START_ATTEMPTS,
             retry_if=port_was_taken,
         )
-        self.startup_s = time.monotonic() - began
-        return self
 
     def _start_once(self, launch: Launch, began: float) -> None:
         nodes = [
@@ -271,8 +279,7 @@ class LocalKafka:
         if node.alive():
             return
         node.spawn(self._name(node))
-        # Only the node itself can answer a client that knows no other address; once it does,
-        # its new registration has replaced the old one, and it is listed once unfenced.
+        # Only the node answers a client that knows no other address; then it is listed unfenced.
         deadline = Deadline(self.startup_timeout_s)
         back = admin.cluster_answers(
             node.address, timeout_s=deadline.left_s(), keep_waiting=node.alive

@@ -11,7 +11,7 @@ from client_balance.broker import LocalKafka
 from client_balance.broker import _local as local
 from client_balance.broker._datadir import MARKER_NAME, create_data_dir, is_marked
 from client_balance.cli import main
-from client_balance.errors import ConfigError
+from client_balance.errors import BrokerToolMissingError, ConfigError
 
 
 def _state_file(tmp_path: Path, data_dir: Path) -> Path:
@@ -109,3 +109,28 @@ def test_localkafka_refuses_security_it_cannot_run() -> None:
     with pytest.raises(ConfigError, match="admin_password") as raised:
         LocalKafka(security="SASL_PLAINTEXT", admin_password="a,b=[c]")  # noqa: S106
     assert "a,b=[c]" not in str(raised.value)
+
+
+def test_a_start_that_fails_before_its_nodes_leaves_no_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No Java (or no jars): the temporary data dir it made goes with the failed start.
+
+    The cleanup was registered only once the nodes were formatted: an earlier failure left a
+    client-balance-kafka-* folder behind for good (the review of 2026-11-29).
+    """
+    made: list[Path] = []
+
+    def made_here(data_dir: Path | None) -> Path:
+        made.append(create_data_dir(data_dir or tmp_path / "kafka"))
+        return made[-1]
+
+    def no_java() -> str:
+        raise BrokerToolMissingError("java 17 or later was not found", tool="java")
+
+    monkeypatch.setattr(local, "create_data_dir", made_here)
+    monkeypatch.setattr(local, "find_java", no_java)
+    with pytest.raises(BrokerToolMissingError):
+        LocalKafka().start()
+    assert made
+    assert not made[0].exists()

@@ -86,9 +86,20 @@ def running_broker_address() -> str | None:
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
+    """The state ``broker start`` wrote, or None: missing, or not of its shape.
+
+    It is plain JSON that anyone can edit: a wrong one is no broker, not a traceback.
+    """
     try:
-        state: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
+        state = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(state, dict) or not all(
+        isinstance(state.get(key), str) for key in ("bootstrap_servers", "data_dir", "log")
+    ):
+        return None
+    pids = state.get("pids")
+    if pids is not None and not isinstance(pids, list):
         return None
     return state
 
@@ -161,6 +172,13 @@ def _broker_start(args: argparse.Namespace) -> int:
             kafka.stop()
         return EXIT_OK
     pids = [pid for _, pid in sorted(kafka.broker_pids().items())]
+    try:  # writable before the broker is let go: else nothing could find it to stop it
+        args.state_file.parent.mkdir(parents=True, exist_ok=True)
+        args.state_file.touch()
+    except OSError as error:
+        kafka.stop()
+        say(f"cannot write the state file {args.state_file} ({error}); the broker was stopped")
+        return EXIT_FAILED
     record = {
         "pid": kafka.detach(),
         "pids": pids,
@@ -169,7 +187,6 @@ def _broker_start(args: argparse.Namespace) -> int:
         "log": str(kafka.log_path),
         "owns_data_dir": args.data_dir is None,
     }
-    args.state_file.parent.mkdir(parents=True, exist_ok=True)
     args.state_file.write_text(json.dumps(record, indent=2) + "\n")
     say(
         f"detached (pid {', '.join(map(str, pids))}, log {record['log']}); "

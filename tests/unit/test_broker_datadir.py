@@ -10,6 +10,7 @@ import pytest
 from client_balance.broker import LocalKafka
 from client_balance.broker import _local as local
 from client_balance.broker._datadir import MARKER_NAME, create_data_dir, is_marked
+from client_balance.cli import _broker as cli_broker
 from client_balance.cli import main
 from client_balance.errors import BrokerToolMissingError, ConfigError
 
@@ -134,3 +135,59 @@ def test_a_start_that_fails_before_its_nodes_leaves_no_data_dir(
         LocalKafka().start()
     assert made
     assert not made[0].exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[]", '"x"', '{"pids": 5, "data_dir": "/d", "bootstrap_servers": "h:1", "log": "l"}',
+     '{"pid": 1, "data_dir": "/d"}', "[" * 100_000],
+)  # fmt: skip
+def test_a_state_file_of_another_shape_is_no_broker_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    """The state file is plain JSON anyone can edit: one `broker start` did not write is ignored.
+
+    A list, a string, a number for the pids or a missing address raised AttributeError,
+    TypeError or KeyError from `broker status` and `broker stop` (the review of 2026-11-29).
+    """
+    state = tmp_path / "broker.json"
+    state.write_text(content)
+    assert main(["broker", "status", "--state-file", str(state)]) == 1
+    assert main(["broker", "stop", "--state-file", str(state)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+class _StartedBroker:
+    """A LocalKafka that started at once; records whether it was stopped."""
+
+    stopped = False
+
+    def __init__(self, **kwargs: object) -> None:
+        self.startup_s, self.bootstrap_servers = 0.1, "127.0.0.1:1"
+
+    def start(self) -> _StartedBroker:
+        return self
+
+    def broker_pids(self) -> dict[int, int]:
+        return {1: 12345}
+
+    def stop(self) -> None:
+        _StartedBroker.stopped = True
+
+
+def test_a_detached_start_whose_state_file_cannot_be_written_stops_its_broker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing could find a detached broker without its state file: it is stopped, exit 1.
+
+    It was let go first, then the write raised: a broker ran that nothing tracked (the review
+    of 2026-11-29).
+    """
+    monkeypatch.setattr(cli_broker, "LocalKafka", _StartedBroker)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    state = blocked / "broker.json"  # its parent is a file: neither made nor written
+    args = ["broker", "start", "--state-file", str(state), "--data-dir", str(tmp_path / "d")]
+    assert main(args) == 1
+    assert _StartedBroker.stopped
+    assert "cannot write the state file" in capsys.readouterr().err

@@ -38,6 +38,15 @@ class _Fetcher:
         self.release(partitions, 0.0, commit=False)
 
 
+def _plain_keeper(fetcher: _Fetcher) -> PartitionKeeper:
+    """A keeper of member "me" over ``fetcher``, plain hooks, keys as ``str`` gives them."""
+    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
+    return PartitionKeeper(
+        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
+        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
+    )  # fmt: skip
+
+
 class _PausedStatus:
     """A member just woken from SIGSTOP: its clock says the lease lapsed, its flag not yet."""
 
@@ -198,11 +207,7 @@ def test_a_release_while_a_commit_waits_for_its_answer_withdraws_its_claim_only_
         report_soon=lambda: None,
         claimed=lambda: {ORDERS_0} - set().union(*withdrawn),
     )
-    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
-    keeper = PartitionKeeper(
-        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
-        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
-    )  # fmt: skip
+    keeper = _plain_keeper(fetcher)
     keeper.status = cast(StatusMember, status)
     keeper._release({ORDERS_0})
     assert fetcher.releases == [(ORDERS_0, True)]
@@ -232,11 +237,7 @@ def test_shutdown_leaves_only_after_asking_for_the_final_commits_answer(
 
     fetcher.commits = SimpleNamespace(settled=settled)  # type: ignore[attr-defined]
     status = SimpleNamespace(leave=lambda: steps.append("leave"), claimed=set)
-    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
-    keeper = PartitionKeeper(
-        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
-        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
-    )  # fmt: skip
+    keeper = _plain_keeper(fetcher)
     keeper.status = cast(StatusMember, status)
     with caplog.at_level(logging.WARNING, "client_balance.reconcile"):
         keeper.release_for_shutdown()
@@ -253,10 +254,6 @@ def test_disconnecting_a_partition_only_fetched_ahead_commits_nothing() -> None:
     """
     fetcher = _Fetcher()
     fetcher.holding = set()  # held() is empty: t:0 was only fetched ahead
-    member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
-    keeper = PartitionKeeper(
-        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
-        PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
-    )  # fmt: skip
+    keeper = _plain_keeper(fetcher)
     keeper.disconnect(ORDERS_0)
     assert fetcher.releases == [(ORDERS_0, False)]

@@ -3,9 +3,10 @@
 Each worker logs every batch it hands out and every confirm (``consumer_worker.batch_events``),
 and every message it delivers. From those, after a fault:
 
-- :func:`assert_nothing_behind_the_new_owner`: a member that lost its partitions (paused, cut
-  off) handed out no batch and committed no position behind where their new owner had
-  committed, from the fault on;
+- :func:`assert_nothing_behind_the_new_owner`: a member that lost its partitions (paused) handed
+  out no batch and committed no position behind where their new owner had committed, from the
+  fault on; :func:`assert_nothing_behind_the_new_owner_then` the same, against what the new
+  owner had committed by the time of each (cut off: it acts until it fences);
 - :func:`assert_committed_was_delivered`: every offset below the group's committed offset was
   delivered by someone, and nothing past the high watermark is committed;
 - :func:`assert_only_owners_act`: replaying the status log for who held each partition when, no
@@ -79,6 +80,37 @@ def assert_nothing_behind_the_new_owner(
         assert not (kind == "confirmed" and at_once and behind), (
             f"partition {partition} was committed back to {position} under its new owner's "
             f"{owner_at[partition]}"
+        )
+
+
+def assert_nothing_behind_the_new_owner_then(
+    owner_events: Iterable[TimedEvent], events_since_fault: Iterable[TimedEvent]
+) -> None:
+    """As :func:`assert_nothing_behind_the_new_owner`, against the owner's commits made by then.
+
+    For a member that kept acting after the fault while its lease still held (cut off, it
+    hands out what it had buffered until it fences): a batch it handed out before the new
+    owner committed anything of the partition is no fault, though the new owner commits past
+    it later. The workers share the host's clock.
+    """
+    commits = sorted(
+        (at_ms, partition, position)
+        for kind, partition, position, at_once, at_ms in owner_events
+        if kind == "confirmed" and at_once
+    )
+    for kind, partition, position, at_once, at_ms in events_since_fault:
+        by_then = max(
+            (done for when, number, done in commits if when <= at_ms and number == partition),
+            default=0,
+        )
+        behind = position < by_then
+        assert not (kind == "out" and behind), (
+            f"a batch of partition {partition} at {position} was handed out behind its new "
+            f"owner ({by_then}, committed by then)"
+        )
+        assert not (kind == "confirmed" and at_once and behind), (
+            f"partition {partition} was committed back to {position} under its new owner's "
+            f"{by_then}"
         )
 
 

@@ -239,12 +239,8 @@ class LocalKafka:
         owned = self.data_dir if self._owns_data_dir else None
         self._finalizer = weakref.finalize(self, cleanup_nodes, nodes, self.stop_timeout_s, owned)
         for node in nodes:
-            node.spawn(self._name(node))
+            node.spawn(_node_name(self.version, self.brokers, node))
         self._wait_until_ready(began)
-
-    def _name(self, node: KafkaNode) -> str:
-        name = f"Apache Kafka {self.version}"
-        return name if self.brokers == 1 else f"{name} node {node.node_id}/{self.brokers}"
 
     def _wait_until_ready(self, began: float) -> None:
         deadline = Deadline(self.startup_timeout_s - (time.monotonic() - began))
@@ -278,7 +274,7 @@ class LocalKafka:
         node = self._node(node_id)
         if node.alive():
             return
-        node.spawn(self._name(node))
+        node.spawn(_node_name(self.version, self.brokers, node))
         # Only the node answers a client that knows no other address; then it is listed unfenced.
         deadline = Deadline(self.startup_timeout_s)
         back = admin.cluster_answers(
@@ -398,3 +394,7 @@ def _start_failure(
         log_tail=last_lines,
         log_path=str(blamed.log_path),
     )
+
+
+def _node_name(version: str, brokers: int, node: KafkaNode) -> str:
+    return f"Apache Kafka {version}" + ("" if brokers == 1 else f" node {node.node_id}/{brokers}")

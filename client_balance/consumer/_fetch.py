@@ -297,7 +297,8 @@ class Fetcher:
             return
         if messages and any(map(Message.error, messages)):
             messages, out_of_range = self._fetch_errors.drop(messages)
-            restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s)
+            restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s,
+                                 partial(_locked, self._lock, self.shelf.drop))  # fmt: skip
         if not messages:
             return
         with self._lock:
@@ -385,3 +386,9 @@ def _committer(fetcher: Fetcher) -> Committer:
 
 def _consuming_failed(error: KafkaError, kafka: Mapping[str, Any]) -> ClientBalanceError:
     return from_kafka_exception(KafkaException(error), "consuming", kafka=kafka)
+
+
+def _locked(lock: threading.Condition, drop: Callable[[HeldPartition], None],
+            state: HeldPartition) -> None:  # fmt: skip
+    with lock:
+        drop(state)

@@ -8,7 +8,7 @@ the position, and the fetcher restarts the partition at the log start itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from client_balance._kafka import Consumer, KafkaException, kafka_tp
 from client_balance._logging import get_logger
@@ -73,27 +73,25 @@ def restart_out_of_range(
     held: Mapping[TopicPartition, HeldPartition],
     out_of_range: Iterable[tuple[str | None, int | None, int | None]],
     timeout_s: float,
+    drop_buffer: Callable[[HeldPartition], None] = lambda _state: None,
 ) -> None:
     """Restart each held partition that a fetch found out of range (``FetchErrors.drop``).
 
-    A reset without a position is librdkafka finding the log truncated (a new leader's epoch
-    says its log ends below what was fetched): it stopped fetching the partition, which is
-    restarted from where this member had fetched to. Skipped, it stayed held and silent.
+    A reset without a position is librdkafka finding the log truncated (a new leader's log
+    ends below what was fetched): it stopped fetching the partition. What was buffered may be
+    the old leader's messages the new log no longer has, so it is dropped (``drop_buffer``,
+    under the fetcher's lock), and the partition restarts where the application stands: its
+    confirmed position, or the end of the batch it has out. Skipped, it stayed held and silent.
     """
-    for topic, number, at in out_of_range:
+    for topic, number, position in out_of_range:
         if topic is None or number is None:
             continue
         state = held.get(TopicPartition(topic, number))
-        if state is not None and not (state.releasing or state.rewinding or state.evicted):
-            position = _fetched_to(state) if at is None else at
-            if at is None:
-                _log.warning("log truncated under the partition; restarting it",
-                             partition=str(state.partition), position=position)  # fmt: skip
-            restart_at_log_start(consumer, state, position, timeout_s)
-
-
-def _fetched_to(state: HeldPartition) -> int:
-    """The offset after the last message fetched for ``state`` (buffered, out, or confirmed)."""
-    if state.buffer:  # a fetched message has its offset
-        return (state.buffer[-1][-1].offset() or 0) + 1
-    return state.batch.end if state.batch is not None else state.confirmed
+        if state is None or state.releasing or state.rewinding or state.evicted:
+            continue
+        if position is None:
+            drop_buffer(state)
+            stands = state.batch.end if state.batch is not None else state.confirmed
+            _log.warning("log truncated under the partition; restarting it",
+                         partition=str(state.partition), position=stands)  # fmt: skip
+        restart_at_log_start(consumer, state, stands if position is None else position, timeout_s)

@@ -44,17 +44,32 @@ def test_a_paused_partition_restarted_at_its_log_start_is_no_longer_marked_pause
     assert state.paused is False
 
 
-def test_a_truncated_log_without_a_position_is_restarted_from_what_was_fetched() -> None:
-    """The reset librdkafka makes after an unclean election has no offset: restarted all the same.
+class _Truncated(_Client):
+    """The new leader's log: 0..11, below the 12 fetched from the old one."""
+
+    def get_watermark_offsets(self, partition: Any, timeout: float) -> tuple[int, int]:
+        return 0, 11
+
+
+def test_a_truncated_log_restarts_where_the_application_stands_without_the_old_buffer() -> None:
+    """Truncated under it (an unclean election): restarted where the application stands.
+
+    The old leader's buffered messages are dropped: the new log may not have them.
 
     confluent-kafka gives such an event's offset as None, and the partition was skipped: it
     stayed held and claimed, and delivered nothing ever again (the review of 2026-11-29).
     """
-    client = _Client()
+    client = _Truncated()
     state = HeldPartition(T0, None, 10, 10)
     state.buffer.append(cast(Any, [_Fetched(10), _Fetched(11)]))
-    restart_out_of_range(client, {T0: state}, [("t", 0, None)], timeout_s=1.0)  # type: ignore[arg-type]
-    assert client.calls == [("unassign", 0), ("assign", 40), ("resume", 0)]
+    dropped: list[HeldPartition] = []
+    restart_out_of_range(
+        cast(Any, client), {T0: state}, [("t", 0, None)], timeout_s=1.0,
+        drop_buffer=dropped.append,
+    )  # fmt: skip
+    assert dropped == [state]
+    assert client.calls == [("unassign", 0), ("assign", 10), ("resume", 0)]
+    assert state.lost_to_retention == 0
 
 
 class _Fetched:

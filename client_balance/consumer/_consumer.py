@@ -27,6 +27,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from threading import current_thread
 from types import TracebackType
 from typing import Any, Self
 
@@ -114,6 +115,8 @@ class ClientBalanceConsumer:
         self._state_lock = threading.Lock()
         self._setup: MemberSetup | None = None
         self._run: Running | None = None
+        # The first shutdown() done; the threads it may wait for, which must not wait for it.
+        self._stopped, self._stoppers = threading.Event(), set[threading.Thread]()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -191,20 +194,12 @@ class ClientBalanceConsumer:
                 raise ConfigError("the consumer is running already; shut it down first")
             if self._state in (_STOPPING, _STOPPED):
                 raise NotStartedError("the consumer has been shut down; create a new one")
-            self._run = launch(setup, self._hooks, pins, decoders, self._metrics_registry)
-            self._setup = setup
-            self._state = _RUNNING
-        self._run.reconciler.start()
-        _log.info(
-            "consumer started",
-            consumer_id=self._consumer_id,
-            group=self._settings.group_id,
-            mode=resolved.value,
-            source_count=source_count,
-            node_id=node_id,
-            topics=sorted(parsed),
-            pinned=sorted(str(tp) for tp in pins),
-        )
+            run = self._run = launch(setup, self._hooks, pins, decoders, self._metrics_registry)
+            self._setup, self._state = setup, _RUNNING
+        run.reconciler.start()  # not self._run: a shutdown() may have come in between
+        _log.info("consumer started", consumer_id=self._consumer_id, group=self._settings.group_id,
+                  mode=resolved.value, source_count=source_count, node_id=node_id,
+                  topics=sorted(parsed), pinned=sorted(str(tp) for tp in pins))  # fmt: skip
 
     def shutdown(self) -> None:
         """Release every partition (committing confirmed positions) and stop. Idempotent.
@@ -212,18 +207,25 @@ class ClientBalanceConsumer:
         Then raises a callback failure not raised yet (the final ``on_revoked``'s, say).
         """
         with self._state_lock:
-            if self._state != _RUNNING or self._run is None:
-                if self._state == _CREATED:
-                    self._state = _STOPPED
-                return
-            self._state = _STOPPING
-            run = self._run
+            run = self._run if self._state == _RUNNING else None
+            if run is None:
+                self._state = _STOPPED if self._state == _CREATED else self._state
+                waits = self._state == _STOPPING and current_thread() not in self._stoppers
+            else:
+                self._state, self._stoppers = _STOPPING, {current_thread(), run.reconciler.thread}
+        if run is None:
+            if waits:  # a second call returns once the first has released everything
+                self._stopped.wait()
+            return
         try:
             run.stop()
         finally:
             # Dropped: its admin client (it has no close()) goes with the last reference.
             self._state, self._run = _STOPPED, None
-            run.close()
+            try:
+                run.close()
+            finally:
+                self._stopped.set()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
         run.keeper.hooks.failures.raise_once()
 

@@ -65,6 +65,11 @@ class Reconciler:
         """Start the thread; its first round runs at once."""
         self._thread.start()
 
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread rounds (and the hooks they call) run on."""
+        return self._thread
+
     def run_round(self, timeout_s: float) -> bool:
         """Have a round start after this call and wait for it: True if it ended in time."""
         with self._lock:

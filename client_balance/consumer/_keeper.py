@@ -342,17 +342,19 @@ class PartitionKeeper:
 
 
 def _leave(status: StatusMember, fetcher: Fetcher, released: Iterable[TopicPartition]) -> None:
-    """Leave the group once the final commits of ``released`` had their answer, or in time.
+    """Leave the group once the commits of its claims had their answer, or in time.
 
-    Its claims go with the leave: a final commit given up and answered only after it could
-    land over the next holder's commits, its position going back (the review of 2026-11-29).
-    ``settled`` waits for the one in flight (``request_timeout_s`` at most).
+    Its claims go with the leave: those of ``released``, and those an earlier release kept
+    because their final commit waited for its answer. Such a commit answered only after the
+    leave could land over the next holder's commits, its position going back (the review of
+    2026-11-29). ``settled`` waits for the one in flight (``request_timeout_s`` at most).
     """
-    if not fetcher.commits.settled(released):
+    claims = {*released, *status.claimed()}
+    if not fetcher.commits.settled(claims):
         _log.warning(
             "leaving with a final commit unanswered: should it land later, it may set the "
             "group's offsets behind the next holder's",
-            partitions=sorted(str(tp) for tp in released),
+            partitions=sorted(str(tp) for tp in claims),
         )
     status.leave()
 

@@ -236,13 +236,16 @@ def test_shutdown_leaves_only_after_asking_for_the_final_commits_answer(
         return False  # the coordinator never answered
 
     fetcher.commits = SimpleNamespace(settled=settled)  # type: ignore[attr-defined]
-    status = SimpleNamespace(leave=lambda: steps.append("leave"), claimed=set)
+    # t:1's claim was kept by an earlier release: its final commit still waits for its answer.
+    status = SimpleNamespace(
+        leave=lambda: steps.append("leave"), claimed=lambda: {TopicPartition("orders", 1)}
+    )
     keeper = _plain_keeper(fetcher)
     keeper.status = cast(StatusMember, status)
     with caplog.at_level(logging.WARNING, "client_balance.reconcile"):
         keeper.release_for_shutdown()
     assert fetcher.releases == [(ORDERS_0, True)]
-    assert steps == ["settled ['orders:0']", "leave"]
+    assert steps == ["settled ['orders:0', 'orders:1']", "leave"]
     assert any("final commit unanswered" in r.getMessage() for r in caplog.records)
 
 

@@ -52,8 +52,9 @@ class CommitJob:
         """Called under the state lock on the sender's thread: the offsets to send now."""
         self.after = after
         """Called on the sender's thread once the answer came, before ``done`` is set."""
-        self.sent: frozenset[tuple[str, int]] = frozenset()
-        """(topic, partition) of every offset it sent (set with the pick, under the lock)."""
+        self.sent: frozenset[tuple[str, int]] | None = None
+        """(topic, partition) of every offset it sent (set with the pick, under the lock); None
+        until then: it may yet send anything."""
         self.landed: list[int] = []
         """The length of each run (``commit_batches``) that landed, in order."""
         self.error: Exception | None = None
@@ -131,7 +132,8 @@ class CommitSender:
         def settled() -> bool:
             if keys is None:
                 return not self._jobs and self._current is None
-            return self._current is None or self._current.sent.isdisjoint(keys)
+            sent = None if self._current is None else self._current.sent
+            return self._current is None or (sent is not None and sent.isdisjoint(keys))
 
         with self._jobs_lock:
             return self._jobs_lock.wait_for(settled, wait_s)
@@ -183,6 +185,7 @@ class CommitSender:
         # is not sent. One released after it waits for this commit before its claim is let go.
         with self._state_lock:
             if job.given_up:  # its waiter went on as if it failed: a start's claim may be gone
+                job.sent = frozenset()
                 return
             offsets = job.pick()
             job.sent = frozenset((offset.topic, offset.partition) for offset in offsets)

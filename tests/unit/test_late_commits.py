@@ -12,6 +12,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance.consumer._arrivals import Arrivals
 from client_balance.consumer._buffers import HeldPartition
+from client_balance.consumer._commit_sender import CommitSender
 from client_balance.consumer._commits import Committer
 from client_balance.errors import ClientBalanceError, KafkaClientError
 from client_balance.keys import TopicPartition
@@ -407,3 +408,27 @@ def test_a_start_commit_given_up_before_its_turn_is_never_sent() -> None:
 def _raises_no_answer(commits: Committer, states: list[HeldPartition]) -> None:
     with pytest.raises(KafkaClientError):
         commits.commit(states)
+
+
+def test_a_commit_whose_pick_is_under_way_is_not_settled() -> None:
+    """Between its turn and the end of its pick a commit may send anything: not settled yet.
+
+    A waiter that gave up just after the sender's check, while a long pick ran, found the
+    commit settled (nothing sent yet) and withdrew the claim; the commit went out after (the
+    review of 2026-11-29).
+    """
+    picking, go_on = threading.Event(), threading.Event()
+    sender = CommitSender(_SlowConsumer, "g", threading.Condition())
+
+    def pick() -> list[KafkaTopicPartition]:
+        picking.set()
+        go_on.wait(5.0)
+        return [KafkaTopicPartition("orders", 1, 50)]
+
+    job = sender.queue(pick)
+    assert picking.wait(5.0)
+    assert not sender.settled({("orders", 1)})  # mid-pick: it may send orders-1 yet
+    go_on.set()
+    assert job.done.wait(5.0)
+    assert sender.settled({("orders", 1)})
+    sender.close(1.0)

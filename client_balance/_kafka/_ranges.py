@@ -215,11 +215,17 @@ def _skip_deleted(
     deleted: list[TopicPartition] = []
     for topic in sorted({tp.topic for tp in left}):
         try:
-            found = consumer.list_topics(topic, timeout=_WATERMARK_TIMEOUT_S).topics.get(topic)
-        except KafkaException as error:
-            raise from_kafka_exception(error, f"asking whether {topic!r} exists") from error
-        if found is None or (found.error is not None and found.error.code() in _GONE_CODES):
-            deleted += sorted(tp for tp in left if tp.topic == topic)
+            found = consumer.list_topics(topic, timeout=_GONE_CHECK_S).topics.get(topic)
+        except KafkaException:  # no answer says nothing: the idle timeout decides
+            continue
+        gone = found is None or (found.error is not None and found.error.code() in _GONE_CODES)
+        # Made anew with fewer partitions: those past its count are gone too (a partition of
+        # a topic that answers with an error says nothing: its metadata may lag).
+        fewer = found is not None and found.error is None
+        deleted += sorted(
+            tp for tp in left
+            if tp.topic == topic and (gone or (fewer and tp.partition not in found.partitions))
+        )  # fmt: skip
     for tp in deleted:
         start, end = left.pop(tp)
         consumer.incremental_unassign([kafka_tp(tp)])

@@ -10,14 +10,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 from pyspark.sql.pandas.types import to_arrow_schema
 
 import client_balance._kafka._ranges as ranges_module
 import client_balance.spark._read as read_module
 from client_balance._kafka import read_ranges
 from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS
-from client_balance.errors import DataLossError
+from client_balance.errors import DataLossError, KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.spark import NodePartition
 from client_balance.spark._partition import SCHEMA_WITHOUT_HEADERS
@@ -153,6 +153,8 @@ class _FakeConsumer:
         self.asked: list[int] = []
         self.closed = False
         self.deleted: set[str] = set()
+        self.partition_counts: dict[str, int] = {}
+        self.metadata_error: int | None = None
 
     def assign(self, partitions: list[Any]) -> None:
         self.assigned = [(p.topic, p.partition, p.offset) for p in partitions]
@@ -176,8 +178,11 @@ class _FakeConsumer:
         return partitions
 
     def list_topics(self, topic: str, timeout: float) -> Any:
+        if self.metadata_error is not None:
+            raise KafkaException(KafkaError(self.metadata_error))
         error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART) if topic in self.deleted else None
-        return SimpleNamespace(topics={topic: SimpleNamespace(error=error)})
+        partitions = dict.fromkeys(range(self.partition_counts.get(topic, 8)))
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=error, partitions=partitions)})
 
     def close(self) -> None:
         self.closed = True
@@ -365,6 +370,36 @@ def test_a_topic_deleted_under_a_read_is_its_loss_not_a_timeout(
     assert time.monotonic() - began < 5.0  # not the idle timeout's 30 s
     assert ("a", 0) in fake["consumer"].unassigned
     assert fake["consumer"].closed
+
+
+def test_a_topic_made_anew_with_fewer_partitions_loses_the_ones_past_its_count(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition 1 of a topic now of one partition is as gone as a deleted topic's."""
+    monkeypatch.setattr(ranges_module, "_GONE_CHECK_S", 0.2)
+    fake["answers"].append([_message("a", 0, 0)])
+    lost: list[DataLossError] = []
+    wanted = {TopicPartition("a", 0): (0, 1), TopicPartition("a", 1): (0, 20)}
+    reads = iter(read_ranges({}, wanted, batch_max_messages=10, idle_timeout_s=30,
+                             on_data_loss=lost.append))  # fmt: skip
+    next(reads)
+    fake["consumer"].partition_counts["a"] = 1
+    assert list(reads) == []
+    assert [(e.partition, e.lost_from, e.lost_to) for e in lost] == [("a:1", 0, 20)]
+
+
+def test_metadata_that_does_not_answer_leaves_the_read_to_its_idle_timeout(
+    fake: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No answer to whether a topic exists is no answer: neither a loss nor an early failure."""
+    monkeypatch.setattr(ranges_module, "_GONE_CHECK_S", 0.1)
+    fake["answers"].append([_message("a", 0, 0)])
+    reads = iter(read_ranges({}, {TopicPartition("a", 0): (0, 20)}, batch_max_messages=10,
+                             idle_timeout_s=1))  # fmt: skip
+    next(reads)
+    fake["consumer"].metadata_error = KafkaError._TRANSPORT
+    with pytest.raises(KafkaClientError, match="no message arrived"):
+        list(reads)
 
 
 def test_gaps_inside_the_log_are_no_loss(fake: dict[str, Any]) -> None:

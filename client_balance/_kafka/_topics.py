@@ -52,14 +52,19 @@ def create_topics(
         for name, count in sorted(topics.items())
     ]
     futures = admin.create_topics(new, operation_timeout=timeout_s, request_timeout=timeout_s)
+    leaders = dict(topics)  # how many partitions must have a leader, per topic
     for name, future in sorted(futures.items()):
         try:
             answer_of(future)
         except KafkaException as error:
             if exist_ok and error.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                leaders[name] = 1  # as many as it has: waiting for the count asked never ends
                 continue
             raise from_kafka_exception(error, f"creating topic {name!r}") from None
-    _wait_for_leaders(admin, topics, timeout_s)
+    try:
+        _wait_for_leaders(admin, leaders, timeout_s)
+    except KafkaException as error:
+        raise from_kafka_exception(error, f"waiting for leaders of {sorted(topics)}") from None
 
 
 def _leaders_known(admin: AdminClient, topic: str, at_least: int, timeout_s: float) -> int:
@@ -84,7 +89,10 @@ def _wait_for_leaders(admin: AdminClient, topics: Mapping[str, int], timeout_s: 
                 del pending[name]
         return not pending
 
-    if not wait_until(all_led, timeout_s=timeout_s, interval_s=METADATA_POLL_S):
+    led = wait_until(
+        all_led, timeout_s=timeout_s, interval_s=METADATA_POLL_S, retry_on=(KafkaException,)
+    )  # a metadata request that failed: asked again
+    if not led:
         raise timed_out(
             f"waiting for leaders of topics {sorted(pending)}",
             timeout_s,

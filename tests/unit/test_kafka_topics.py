@@ -235,3 +235,52 @@ def test_an_answers_failure_is_raised_fresh_so_the_future_holds_no_frames() -> N
     done: concurrent.futures.Future[str] = concurrent.futures.Future()
     done.set_result("answer")
     assert answer_of(done) == "answer"
+
+
+class _ExistingTopicAdmin:
+    """The topic exists already (2 partitions); ``failing`` metadata answers fail first."""
+
+    def __init__(self, failing: int = 0) -> None:
+        self.failing = failing
+
+    def create_topics(self, new: list[Any], **kwargs: Any) -> dict[str, Any]:
+        made: dict[str, Any] = {}
+        for topic in new:
+            made[topic.topic] = concurrent.futures.Future()
+            made[topic.topic].set_exception(
+                KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS))
+            )
+        return made
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        if self.failing:
+            self.failing -= 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        partitions = {n: SimpleNamespace(leader=1, replicas=[1]) for n in range(2)}
+        found = SimpleNamespace(error=None, partitions=partitions)
+        return SimpleNamespace(brokers={1: None}, topics={topic: found})
+
+
+def test_waiting_for_leaders_asks_again_after_a_failed_metadata_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A metadata request that failed is asked again; one that keeps failing: KafkaClientError.
+
+    confluent-kafka's own exception escaped at the first failure (the review of 2026-11-29).
+    """
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _ExistingTopicAdmin(failing=1))
+    _topics.create_topics("127.0.0.1:9", {"orders": 2}, exist_ok=True, timeout_s=5.0)
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _ExistingTopicAdmin(failing=99))
+    with pytest.raises(KafkaClientError, match="_TRANSPORT"):
+        _topics.create_topics("127.0.0.1:9", {"orders": 2}, exist_ok=True, timeout_s=0.5)
+
+
+def test_an_existing_topic_with_fewer_partitions_is_not_waited_for_in_vain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """exist_ok and a topic of 2 partitions asked as 4: its own leaders are waited for, not 4.
+
+    It waited out the whole timeout, then said the cluster had no leaders.
+    """
+    monkeypatch.setattr(_topics, "admin_client", lambda *args: _ExistingTopicAdmin())
+    _topics.create_topics("127.0.0.1:9", {"orders": 4}, exist_ok=True, timeout_s=2.0)

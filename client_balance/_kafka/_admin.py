@@ -15,6 +15,7 @@ from client_balance._kafka._clients import admin_client, group_client
 from client_balance._kafka._errors import (
     AUTHENTICATION_CODES,
     from_kafka_exception,
+    is_transient,
     timed_out,
 )
 from client_balance._kafka._metadata import topic_layouts
@@ -196,15 +197,21 @@ def wait_for_group_coordinator(
     fresh cluster answers, and the process dies with SIGSEGV.
     """
     probe = group_client(bootstrap_servers, _PROBE_GROUP, kafka, {"log_level": 0})
+    doing = "waiting for the group coordinator"
+
+    def serves() -> bool:
+        try:
+            probe.committed([KafkaTopicPartition(_PROBE_GROUP, 0)], timeout=5)
+        except KafkaException as error:  # asked again only while it may pass (not an ACL)
+            failed = from_kafka_exception(error, doing, kafka=kafka, operation="Describe")
+            if is_transient(failed):
+                return False
+            raise failed from None
+        return True
+
     try:
-        wait_until(
-            lambda: probe.committed([KafkaTopicPartition(_PROBE_GROUP, 0)], timeout=5) or True,
-            timeout_s=timeout_s,
-            interval_s=BROKER_POLL_S,
-            retry_on=(KafkaException,),
-        )
-    except KafkaException as error:
-        raise from_kafka_exception(error, "waiting for the group coordinator") from None
+        if not wait_until(serves, timeout_s=timeout_s, interval_s=BROKER_POLL_S):
+            raise timed_out(doing, timeout_s, "the offsets topic is not served yet")
     finally:
         probe.close()
 

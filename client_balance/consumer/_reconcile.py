@@ -114,7 +114,7 @@ class Reconciler:
                 _log.warning("reconcile round failed", error=str(error), kind=type(error).__name__)
                 if not is_transient(error):
                     self._failures.store(error)
-            except Exception as error:
+            except BaseException as error:  # a hook's sys.exit() too: it ended the thread, unsaid
                 _log.exception("reconcile round failed unexpectedly")
                 self._failures.store(ClientBalanceError(f"reconcile round failed: {error!r}"))
             with self._lock:

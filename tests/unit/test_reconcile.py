@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from client_balance.consumer._reconcile import Reconciler
+from client_balance.errors import ClientBalanceError
 
 WAIT_S = 10.0  # how long a test waits for the thread, never a measured time
 
@@ -97,3 +100,26 @@ def test_a_round_asked_for_while_the_thread_stops_is_not_waited_out() -> None:
     asking.join(WAIT_S)
     assert not asking.is_alive(), "run_round waits for a round that never comes"
     assert answers == [False]
+
+
+def test_a_round_whose_hook_calls_sys_exit_is_a_stored_failure_and_rounds_go_on() -> None:
+    """A hook's SystemExit is raised from the next call, and the next round runs.
+
+    It ended the reconcile thread without a word (the review of 2026-11-29).
+    """
+    calls: list[bool] = []
+
+    def round_once(full: bool) -> None:
+        calls.append(full)
+        if len(calls) == 1:
+            raise SystemExit(0)
+
+    reconciler = Reconciler(round_once, interval_s=3600.0)
+    reconciler.start()
+    try:
+        assert reconciler.run_round(WAIT_S)
+        assert len(calls) >= 2
+        with pytest.raises(ClientBalanceError, match="SystemExit"):
+            reconciler.raise_failure()
+    finally:
+        reconciler.stop()

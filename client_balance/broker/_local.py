@@ -186,8 +186,9 @@ class LocalKafka:
         data_dir = self._data_dir = create_data_dir(self._data_dir)
         try:
             self._start_in(data_dir, began)
-        except BaseException:  # no Java, no jars, a failed format: its own data dir goes too
-            if self._finalizer is None and self._owns_data_dir:
+        except BaseException as error:  # no Java, no jars: its own data dir goes (no node ran)
+            ran = self._finalizer is not None or isinstance(error, BrokerStartError)
+            if self._owns_data_dir and not ran:  # a broker's failure keeps its log to be read
                 remove_data_dir(data_dir)
             raise
         self.startup_s = time.monotonic() - began
@@ -207,8 +208,7 @@ class LocalKafka:
             sasl=self._sasl,
         )
 
-        def port_was_taken(error: BaseException) -> bool:
-            # Someone took a port between our probe and the JVM's bind: start afresh.
+        def port_was_taken(error: BaseException) -> bool:  # taken between probe and bind
             taken = (
                 isinstance(error, BrokerStartError)
                 and _BIND_FAILURE in error.log_tail

@@ -71,16 +71,8 @@ def assert_nothing_behind_the_new_owner(
     positions, so its legitimate batches and commits are never behind them.
     """
     owner_at = owner_commits(owner_events)
-    for kind, partition, position, at_once in events_since_fault:
-        behind = position < owner_at.get(partition, 0)
-        assert not (kind == "out" and behind), (
-            f"a batch of partition {partition} at {position} was handed out behind its new "
-            f"owner ({owner_at[partition]})"
-        )
-        assert not (kind == "confirmed" and at_once and behind), (
-            f"partition {partition} was committed back to {position} under its new owner's "
-            f"{owner_at[partition]}"
-        )
+    for event in events_since_fault:
+        _not_behind(event, owner_at.get(event[1], 0))
 
 
 def assert_nothing_behind_the_new_owner_then(
@@ -103,15 +95,20 @@ def assert_nothing_behind_the_new_owner_then(
             (done for when, number, done in commits if when <= at_ms and number == partition),
             default=0,
         )
-        behind = position < by_then
-        assert not (kind == "out" and behind), (
-            f"a batch of partition {partition} at {position} was handed out behind its new "
-            f"owner ({by_then}, committed by then)"
-        )
-        assert not (kind == "confirmed" and at_once and behind), (
-            f"partition {partition} was committed back to {position} under its new owner's "
-            f"{by_then}"
-        )
+        _not_behind((kind, partition, position, at_once), by_then)
+
+
+def _not_behind(event: Event, owner_at: int) -> None:
+    """``event`` hands out no batch, and commits nothing, behind the owner's ``owner_at``."""
+    kind, partition, position, at_once = event
+    behind = position < owner_at
+    assert not (kind == "out" and behind), (
+        f"a batch of partition {partition} at {position} was handed out behind its new "
+        f"owner ({owner_at})"
+    )
+    assert not (kind == "confirmed" and at_once and behind), (
+        f"partition {partition} was committed back to {position} under its new owner's {owner_at}"
+    )
 
 
 def assert_committed_was_delivered(

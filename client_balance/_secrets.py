@@ -112,7 +112,7 @@ def masked(config: Mapping[str, Any]) -> dict[str, Any]:
         if is_secret_key(key) or is_secret_value(value):
             shown[key] = MASK
         elif callable(value):
-            shown[key] = f"<callable {getattr(value, '__qualname__', type(value).__name__)}>"
+            shown[key] = repr(_Named(value))
         else:
             shown[key] = value
     return shown

@@ -121,8 +121,12 @@ class Committer:
         The states were taken earlier: a release without commit (the topic re-created, or the
         partition another member's now) may have come in between, and the position it left
         behind must not be committed after it.
+
+        A release's commit is where the partition's next holder starts: it waits behind a
+        commit given up earlier (within the same ``answer_wait_s``) rather than being refused,
+        as a link that has just healed answers that one soon.
         """
-        return self._commit(states, which=self._holds) == len(states)
+        return self._commit(states, which=self._holds, behind_given_up=True) == len(states)
 
     def _unreleased(self, state: HeldPartition) -> bool:
         """Held and not being released: a release commits its partitions after ``on_revoked``.
@@ -142,6 +146,7 @@ class Committer:
         *,
         which: Callable[[HeldPartition], bool],
         skip_when_away: bool = False,
+        behind_given_up: bool = False,
     ) -> int:
         """Commit the states' confirmed positions and wait; how many were sent.
 
@@ -151,11 +156,13 @@ class Committer:
         commits over it once this member is back (:meth:`recommit_soon`).
 
         The answer is waited for ``answer_wait_s`` at most, then given up as transient (the
-        window begins). Until its answer comes, no other commit is waited for.
+        window begins). Until its answer comes, no other commit is waited for, unless
+        ``behind_given_up``.
         """
         if not self._may_commit():
             raise _lease_lapsed("nothing is committed until it is renewed")
-        if self._sender.overdue():  # the coordinator is as good as away: say it at once
+        # The coordinator is as good as away: say it at once.
+        if not behind_given_up and self._sender.overdue():
             self._wait_out_the_coordinator()
             raise _no_answer("an earlier commit still waits for its answer")
         picked: list[HeldPartition] = []

@@ -332,6 +332,25 @@ def test_a_commit_whose_answer_never_comes_gives_up_in_time_and_is_not_sent_agai
     assert consumer.commits == [[7]]
 
 
+def test_a_release_commit_waits_behind_a_given_up_commit_answered_in_time() -> None:
+    """A release's commit queues behind a given-up one and lands once that one is answered.
+
+    It was refused at once ("an earlier commit still waits for its answer"): a member cut off
+    from the cluster and back raised it from ``shutdown()`` a moment after the link healed,
+    while its commit from the cut was still on its way (fresh-clone make test, 2026-11-29).
+    """
+    healed = threading.Event()
+    consumer = _SlowConsumer(during=lambda: healed.wait(10))
+    states, commits = _committing(consumer, [100.0], answer_wait_s=0.5)
+    with pytest.raises(KafkaClientError, match="no answer within"):
+        commits.commit(states)  # the link is down: given up, still inside the client
+    threading.Timer(0.1, healed.set).start()
+    assert commits.commit_held(states)
+    assert states[0].committed == 7
+    assert consumer.commits == [[7], [7]]
+    commits.close()
+
+
 def _wait_for(condition: Any, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

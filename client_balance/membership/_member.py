@@ -45,6 +45,9 @@ _log = get_logger("membership")
 
 _SETTLE_POLL_S = 0.1
 """How often a fenced member whose report got through looks again for its commits' answers."""
+_RETRY_REPORT_AT_MOST_S = 1.0
+"""After a failed report the next comes this soon (a quarter interval, if shorter): a whole
+interval later, the lease's margin had passed and one refused report fenced a healthy member."""
 
 
 class StatusMember(GroupLookups):
@@ -72,6 +75,7 @@ class StatusMember(GroupLookups):
         self._on_failure = on_failure
         """Told what its threads' steps raise unexpectedly (``keep_running``); they go on."""
         self._awaiting_commits = False
+        self._report_wait_s = settings.report_interval_s  # shorter after a failed report
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
@@ -268,7 +272,7 @@ class StatusMember(GroupLookups):
 
     def _report_once(self) -> None:
         awaiting_commits = self._awaiting_commits
-        self._wake.wait(_SETTLE_POLL_S if awaiting_commits else self._settings.report_interval_s)
+        self._wake.wait(_SETTLE_POLL_S if awaiting_commits else self._report_wait_s)
         self._wake.clear()
         if self._stop.is_set() or (awaiting_commits and not self._report_due()):
             return
@@ -303,8 +307,10 @@ class StatusMember(GroupLookups):
             silent_s = time.monotonic() - self._last_written_s
             _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
             self._fence_if_silent()
+            interval_s = self._settings.report_interval_s
+            self._report_wait_s = min(interval_s / 4, _RETRY_REPORT_AT_MOST_S)
             return
-        self._last_written_s = sent
+        self._last_written_s, self._report_wait_s = sent, self._settings.report_interval_s
         self._awaiting_commits = self._fenced and not self._commits_settled()
         if self._awaiting_commits:
             # Back only once it has landed: the others then see this member return after

@@ -33,6 +33,7 @@ class FakeWriter:
 
     def __init__(self, *args: object, timeout_s: float = 1.0, **kwargs: object) -> None:
         self.failing = False
+        self.fail_next = 0  # writes that fail at once, then land again
         self.hanging = False
         self.answers_lost = False  # the records land, the answer does not
         self.timeout_s = timeout_s
@@ -48,6 +49,9 @@ class FakeWriter:
         if self.hanging:  # a broker that takes the connection and never answers
             self.bounds.append(wait_s)
             time.sleep(wait_s)
+        if self.fail_next:
+            self.fail_next -= 1
+            raise KafkaClientError("not the leader", kafka_code=6, kafka_name="NOT_LEADER")
         if self.failing or self.hanging:
             raise KafkaClientError("no broker", kafka_code=-185, kafka_name="_TIMED_OUT")
         taken = list(records)
@@ -213,6 +217,28 @@ def test_a_healthy_member_reporting_at_half_its_lease_never_fences(
     assert isinstance(writer, FakeWriter)
     time.sleep(1.6)  # five reports
     assert len(writer.records) >= 5
+    assert fenced == []
+    member.leave()
+
+
+def test_one_report_that_fails_at_once_is_tried_again_before_the_fence(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """A report refused at once is written again soon, not a whole interval later.
+
+    The next attempt came an interval later, when the lease minus its margin had already
+    passed: with the defaults (30 s lease, 10 s reports) one refused report fenced a healthy
+    member 20 s after its last report, before it had tried again.
+    """
+    member = member_on_fakes(monkeypatch, fenced, report_interval_s=0.3)  # fence after 0.4 s
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    written = len(writer.records)
+    writer.fail_next = 1
+    time.sleep(1.5)  # the refused report, then four more intervals
+    assert writer.fail_next == 0
+    assert len(writer.records) > written
     assert fenced == []
     member.leave()
 

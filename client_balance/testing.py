@@ -60,12 +60,18 @@ def new_topic(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Callable[
     """Factory: ``new_topic(partitions=1, config=None) -> name`` of a fresh topic."""
 
     def create(partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        stem = "".join(c if c.isalnum() else "-" for c in request.node.name)[:150]
-        name = f"t-{os.getpid()}-{next(_topic_numbers)}-{stem}"
+        name = _topic_name_for(request.node.name)
         admin.create_topics(kafka_bootstrap, {name: partitions}, config=config)
         return name
 
     return create
+
+
+def _topic_name_for(test_name: str) -> str:
+    """A unique, legal topic name that shows which test made it."""
+    # Kafka's letters and digits are ASCII ones: 'é'.isalnum() too, and Kafka refuses it.
+    stem = "".join(c if c.isascii() and c.isalnum() else "-" for c in test_name)[:150]
+    return f"t-{os.getpid()}-{next(_topic_numbers)}-{stem}"
 
 
 _BROKER_NOTE = pytest.StashKey[str]()

@@ -80,6 +80,36 @@ def cluster_config(controllers: Mapping[int, int]) -> dict[str, str]:
     return {**_BASE_CONFIG, **_replication(len(controllers)), **quorum}
 
 
+_MAX_PORT = 65_535
+_MIN_HEAP_MB = 128
+"""Below this a Kafka node runs out of heap while it starts."""
+
+
+def check_launch(
+    *, brokers: object, port: object, heap_mb: object, startup_timeout_s: object,
+    stop_timeout_s: object,
+) -> None:  # fmt: skip
+    """Raise :class:`ConfigError` for a node count, port, heap or timeout a LocalKafka cannot use.
+
+    Checked before anything starts: a bad port or heap reached the JVM, which failed seconds
+    later in its own words.
+    """
+    if type(brokers) is not int or brokers < 1:
+        raise ConfigError(f"brokers={brokers!r} is not allowed; use an int >= 1")
+    if port is not None and (type(port) is not int or not 1 <= port <= _MAX_PORT):
+        raise ConfigError(
+            f"port={port!r} is not allowed; use an int from 1 to {_MAX_PORT}, or None (a free one)"
+        )
+    if type(heap_mb) is not int or heap_mb < _MIN_HEAP_MB:
+        raise ConfigError(f"heap_mb={heap_mb!r} is not allowed; use an int >= {_MIN_HEAP_MB}")
+    for name, value in (
+        ("startup_timeout_s", startup_timeout_s),
+        ("stop_timeout_s", stop_timeout_s),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ConfigError(f"{name}={value!r} is not allowed; use a number of seconds > 0")
+
+
 @dataclass(frozen=True, slots=True)
 class Sasl:
     """The SASL setup of a LocalKafka: the mechanism and its super user (``admin``)."""

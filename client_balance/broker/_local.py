@@ -22,7 +22,7 @@ from typing import Self
 from client_balance import admin
 from client_balance._kafka import partition_leader, retry_immediately, wait_for_brokers
 from client_balance._timing import Deadline
-from client_balance.broker._config import Sasl
+from client_balance.broker._config import Sasl, check_launch
 from client_balance.broker._datadir import create_data_dir, remove_data_dir
 from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars, find_java
 from client_balance.broker._node import LOG_NAME, KafkaNode, Launch, prepare_nodes, stop_nodes
@@ -85,8 +85,8 @@ class LocalKafka:
         admin_user: str = "admin",
         admin_password: str | None = None,
     ) -> None:
-        if type(brokers) is not int or brokers < 1:
-            raise ConfigError(f"brokers={brokers!r} is not allowed; use an int >= 1")
+        timeouts = {"startup_timeout_s": startup_timeout_s, "stop_timeout_s": stop_timeout_s}
+        check_launch(brokers=brokers, port=port, heap_mb=heap_mb, **timeouts)
         Sasl.check(security, mechanism, admin_user, admin_password)
         self.security = security
         self._sasl_wanted = (mechanism, admin_user, admin_password)

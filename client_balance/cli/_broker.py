@@ -32,6 +32,8 @@ from client_balance.errors import BrokerError
 
 __all__ = ["COMMANDS", "add_parsers", "running_broker_address"]
 
+_MAX_PORT = 65_535
+
 
 def _default_state_file() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -51,7 +53,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     start = actions.add_parser("start", help="start a broker; prints its bootstrap address")
     start.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
-    start.add_argument("--port", type=int, default=None, help="listener port (default: free)")
+    start.add_argument("--port", type=_port, default=None, help="listener port (default: free)")
     start.add_argument(
         "--data-dir", type=Path, default=None, help="keep data here (default: fresh temp dir)"
     )
@@ -70,6 +72,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     status = actions.add_parser("status", help="is the detached broker running, and where")
     status.add_argument("--state-file", type=Path, default=_default_state_file(), help=state_help)
     status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
+
+
+def _port(text: str) -> int:
+    """--port: 1 to 65535."""
+    port = int(text) if text.isdigit() else -1
+    if not 1 <= port <= _MAX_PORT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; use a port from 1 to {_MAX_PORT}"
+        )
+    return port
 
 
 def _node_count(text: str) -> int:

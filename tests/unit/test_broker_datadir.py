@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,37 @@ def test_localkafka_refuses_security_it_cannot_run() -> None:
     with pytest.raises(ConfigError, match="admin_password") as raised:
         LocalKafka(security="SASL_PLAINTEXT", admin_password="a,b=[c]")  # noqa: S106
     assert "a,b=[c]" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"port": 70000}, "port=70000"),
+        ({"port": -1}, "port=-1"),
+        ({"port": "9092"}, "port='9092'"),
+        ({"heap_mb": 0}, "heap_mb=0"),
+        ({"heap_mb": 12.5}, "heap_mb=12.5"),
+        ({"startup_timeout_s": 0}, "startup_timeout_s=0"),
+        ({"stop_timeout_s": -1.0}, "stop_timeout_s=-1.0"),
+    ],
+)
+def test_localkafka_refuses_a_port_heap_or_timeout_it_cannot_use(
+    options: dict[str, object], named: str
+) -> None:
+    """A bad port, heap or timeout is named with what is allowed, before any JVM is started.
+
+    A port of 70000 or a heap of 0 reached the JVM, which failed after seconds with its own
+    words (or the CLI's ``broker start --port -1`` printed a traceback).
+    """
+    with pytest.raises(ConfigError, match=re.escape(named)) as raised:
+        LocalKafka(**options)  # type: ignore[arg-type]
+    assert "use" in str(raised.value)
+
+
+def test_the_broker_command_refuses_a_port_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """``broker start --port 70000`` is a usage error naming the port; no JVM is started."""
+    assert main(["broker", "start", "--port", "70000"]) == 2
+    assert "'70000' is not allowed; use a port from 1 to 65535" in capsys.readouterr().err
 
 
 def test_a_start_that_fails_before_its_nodes_leaves_no_data_dir(

@@ -144,6 +144,8 @@ def member_on_fakes(
     request_timeout_s: float = 0.25,
     topic_ids: list[str] | None = None,
     report_interval_s: float = 0.05,
+    *,
+    lease_timeout_s: float = 0.6,
     **options: Any,
 ) -> StatusMember:
     """A StatusMember on fakes, reporting every 50 ms with a 0.6 s lease (``options``: more).
@@ -157,7 +159,7 @@ def member_on_fakes(
     monkeypatch.setattr(_renewal, "ask_topic_id", lambda *args: answered(topic_ids[0]))
     settings = ClientBalanceSettings(
         bootstrap_servers="127.0.0.1:9092", group_id="g",
-        report_interval_s=report_interval_s, lease_timeout_s=0.6,
+        report_interval_s=report_interval_s, lease_timeout_s=lease_timeout_s,
         request_timeout_s=request_timeout_s,
     )  # fmt: skip
     made = StatusMember(
@@ -230,13 +232,15 @@ def test_one_report_that_fails_at_once_is_tried_again_before_the_fence(
     passed: with the defaults (30 s lease, 10 s reports) one refused report fenced a healthy
     member 20 s after its last report, before it had tried again.
     """
-    member = member_on_fakes(monkeypatch, fenced, report_interval_s=0.3)  # fence after 0.4 s
+    # As with the defaults, the interval is a third of the lease: the fence is due 1.0 s after
+    # the last report, the next attempt after a failure at 0.5 s came at 1.0 s.
+    member = member_on_fakes(monkeypatch, fenced, report_interval_s=0.5, lease_timeout_s=1.5)
     member.join()
     writer = member._writer
     assert isinstance(writer, FakeWriter)
     written = len(writer.records)
     writer.fail_next = 1
-    time.sleep(1.5)  # the refused report, then four more intervals
+    time.sleep(2.0)  # the refused report, then three more intervals
     assert writer.fail_next == 0
     assert len(writer.records) > written
     assert fenced == []

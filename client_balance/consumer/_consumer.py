@@ -282,7 +282,7 @@ class ClientBalanceConsumer:
     def registered_partitions(self) -> set[str]:
         """The keys of the partitions this consumer holds now."""
         run = self._running()
-        return {run.meta.key(tp) for tp in run.fetcher.held()}
+        return {run.meta.holding_key(tp) for tp in run.fetcher.held()}
 
     # ------------------------------------------------------------------ connect / disconnect
     def connect(self, key: str | TopicPartition, bootstrap_offset: int = RESUME_OFFSET) -> None:
@@ -359,7 +359,7 @@ class ClientBalanceConsumer:
         run.fetcher.refresh_highs()
         infos = {}
         for at in run.fetcher.offsets():
-            key = run.meta.key(at.partition)
+            key = run.meta.holding_key(at.partition)
             lag = None if at.high is None else max(at.high - at.confirmed, 0)
             infos[key] = OffsetInfo(
                 key, at.confirmed, at.committed, at.high, lag, at.updated_s, at.lost_to_retention

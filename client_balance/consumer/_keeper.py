@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from client_balance._logging import get_logger
 from client_balance.consumer import _reconcile
 from client_balance.consumer._arrivals import Arrivals
+from client_balance.consumer._claiming import claim
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
@@ -127,7 +128,7 @@ class PartitionKeeper:
             return
         wait = _reconcile.RELEASE_WAIT_S if wait_s is None else wait_s
         confirmed = self._fetcher.quiesce(chosen, wait)
-        positions = {self._meta.key(tp): position for tp, position in confirmed.items()}
+        positions = {self._meta.holding_key(tp): at for tp, at in confirmed.items()}
         if commit:  # a flush that failed: committing would pass a state that was not written
             commit = self.hooks.revoked(positions)
         else:
@@ -135,10 +136,12 @@ class PartitionKeeper:
         try:
             self._fetcher.release(chosen, 0.0, commit=commit)
         finally:
+            self._meta.drop_keys(chosen)
             if withdraw:
                 self._withdraw(set(chosen))
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
+        self._report_lost()  # a fence's on_lost still owed: before a new holding's on_assigned
         for partition in wanted:
             self._meta.check_registrable(partition, shown_key or str(partition))
         claimed = self._claim(wanted, shown_key)
@@ -159,8 +162,9 @@ class PartitionKeeper:
             tp for tp, offset in claimed.items() if offset >= 0 and tp in starts
         )
         self._from_log_start.difference_update(self._fetcher.held())
+        self._meta.hold_keys(starts)
         try:
-            self.hooks.assigned({self._meta.key(tp): start for tp, start in starts.items()})
+            self.hooks.assigned({self._meta.holding_key(tp): at for tp, at in starts.items()})
         finally:
             self._fetcher.announce(starts)
 
@@ -174,27 +178,10 @@ class PartitionKeeper:
         self, wanted: Mapping[TopicPartition, int], shown_key: str | None
     ) -> dict[TopicPartition, int]:
         """The partitions of ``wanted`` this member may hold: claimed now, or held already."""
-        held = self._fetcher.held()
-        fresh = {tp: offset for tp, offset in wanted.items() if tp not in held}
-        if self.status is None or not fresh:
-            return fresh
-        if shown_key is None and not self.status.lease_ok():
-            return {}  # fenced since the round began: its claims still stand, unwritten
-        if shown_key is None:  # a round leaves what others hold to the round they free it in
-            fresh = _only(fresh, self.status.claimable(fresh))  # one pass over the group view
-        fences = self.status.fences
-        verdicts = self.status.claim(fresh)
-        lost = {tp: holder for tp, holder in verdicts.items() if holder is not None}
-        if lost and shown_key is not None:
-            partition, holder = next(iter(lost.items()))
-            raise PartitionOccupiedError(
-                f"partition {self._meta.key(partition)} is held by the live member {holder}; "
-                "it can be registered once that member releases it or its lease lapses",
-                key=shown_key, holder=holder,
-            )  # fmt: skip
-        if shown_key is None and self.status.fences != fences:  # a pause since: the fence's
-            return {}  # way back withdrew them, and others may hold them now
-        return {tp: offset for tp, offset in fresh.items() if tp not in lost}
+        return claim(self.status, self._fetcher.held(), wanted, shown_key, self._key)
+
+    def _key(self, partition: TopicPartition) -> str:
+        return self._meta.key(partition)
 
     def _withdraw_strays(self) -> None:
         # A claim made with the join on what the round did not register (a partition another
@@ -218,9 +205,13 @@ class PartitionKeeper:
     def pin(self, wanted: Mapping[TopicPartition, int]) -> None:
         """Pin partitions of the meta set, publish the pins (see ``TargetPlanner.pin``)."""
         check_pins(self._meta, self._member.topics, wanted)
-        self._bootstrapped.difference_update(set(wanted) - self._fetcher.held())  # a new start
         status = self.status
-        self.planner.pin(wanted, status.pins() if status is not None else {})
+        with self._lock:  # not while a round registers them: their offset would be lost
+            held = self._fetcher.held()
+            self._bootstrapped.difference_update(set(wanted) - held)  # a new start
+            # One held already keeps its position, now and when it is registered again.
+            self._bootstrapped.update(tp for tp in wanted if tp in held)
+            self.planner.pin(wanted, status.pins() if status is not None else {})
         if status is not None:
             status.report_soon()
 
@@ -274,6 +265,8 @@ class PartitionKeeper:
             meta = self._meta.snapshot()
             held = self._fetcher.held()
             target = self.planner.target(meta, held, self.status)
+            # An offset for one held already is not used now, nor when it comes back later.
+            self._bootstrapped.update(tp for tp in held & target.keys() if target[tp] >= 0)
             unusable = {tp for tp in held if tp not in meta or not meta[tp].subscribable}
             released = (held - target.keys()) | unusable
             self._release(released)
@@ -377,13 +370,9 @@ def _drop(
         fetcher.let_go(chosen)
     else:
         fetcher.release(chosen, 0.0, commit=False)
-    return {meta.key(tp): at for tp, at in confirmed.items()}
-
-
-def _only(
-    wanted: Mapping[TopicPartition, int], kept: set[TopicPartition]
-) -> dict[TopicPartition, int]:
-    return {partition: offset for partition, offset in wanted.items() if partition in kept}
+    dropped = {meta.holding_key(tp): at for tp, at in confirmed.items()}
+    meta.drop_keys(chosen)
+    return dropped
 
 
 def check_pins(meta: MetaCache, topics: Iterable[str], wanted: Collection[TopicPartition]) -> None:

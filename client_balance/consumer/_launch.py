@@ -75,7 +75,7 @@ class Running:
                 self.fetcher.failures.raise_once()
                 reason = _NO_BATCH_REASONS[batch]
                 raise NoMessageError(f"no batch within {timeout_s} s: {reason}", code=batch)
-            key = self.meta.key(batch.partition)
+            key = self.meta.holding_key(batch.partition)
             skip_until = self.redeliveries.skip_until(batch.partition, batch.start, batch.holding)
             if skip_until is not None:
                 self._set_aside(batch, key, skip_until)
@@ -181,7 +181,7 @@ class Running:
                 "confirmed already, or its partition was released and the batch rolled back",
                 context=context,
             )
-        key = self.meta.key(partition)
+        key = self.meta.holding_key(partition)
         self.recorder.settled(partition, consumed, at.position)
         if consumed:
             self.redeliveries.confirmed(partition)

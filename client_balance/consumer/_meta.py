@@ -73,6 +73,8 @@ class MetaCache:
         self._prefetched = False
         self._warm = warm
         self.prefetch_query = query
+        self._holding_keys: dict[TopicPartition, str] = {}
+        """The key each held partition was registered under (:meth:`holding_key`)."""
         self.started_s = clock()
 
     def refresh(self, max_age_s: float) -> None:
@@ -225,6 +227,24 @@ class MetaCache:
         meta = self._meta.get(partition)
         leader = meta.leader if meta is not None else -1
         return f"{leader}:{partition.topic}:{partition.partition}"
+
+    def hold_keys(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fix the keys of partitions registered now, for as long as they are held."""
+        for partition in partitions:
+            self._holding_keys[partition] = self.key(partition)
+
+    def holding_key(self, partition: TopicPartition) -> str:
+        """The key ``partition`` was registered under while it is held, else :meth:`key`.
+
+        Keys name the leader, which may move while a partition is held: a holding's hooks,
+        batches and positions show one key all along, so that state kept by key is found.
+        """
+        return self._holding_keys.get(partition) or self.key(partition)
+
+    def drop_keys(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forget the keys of partitions released: a next holding gets the key of its time."""
+        for partition in partitions:
+            self._holding_keys.pop(partition, None)
 
     def check_registrable(self, partition: TopicPartition, shown_key: str) -> None:
         """Raise 404 if the partition is not in the meta set (asked again), 422 if no leader."""

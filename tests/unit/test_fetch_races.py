@@ -24,6 +24,11 @@ from client_balance.keys import TopicPartition
 T0 = TopicPartition("t", 0)
 
 
+def _meta(**more: Any) -> SimpleNamespace:
+    """A partition meta cache whose keys are the partitions' names; ``more``: its other parts."""
+    return SimpleNamespace(key=str, holding_key=str, hold_keys=list, drop_keys=list, **more)
+
+
 class _Client:
     """A Consumer of 50 messages of 2 KiB on t:0, behaving as librdkafka does where it counts.
 
@@ -241,7 +246,8 @@ def test_rollbacks_counted_before_a_release_do_not_count_once_it_is_held_again(
         max_redeliveries=1, redelivery_policy="skip",
     )  # fmt: skip
     fetcher = Fetcher(settings)
-    meta = SimpleNamespace(key=lambda tp: f"1:{tp.topic}:{tp.partition}")
+    key = lambda tp: f"1:{tp.topic}:{tp.partition}"  # noqa: E731 - the fake's one method
+    meta = SimpleNamespace(key=key, holding_key=key, hold_keys=list, drop_keys=list)
     run = Running(
         cast(Any, None), fetcher, cast(Any, meta), cast(Any, None), cast(Any, None),
         Redeliveries(settings), NO_METRICS, cast(Any, None),
@@ -362,7 +368,7 @@ def test_the_fence_lets_go_without_waiting_for_a_commit_stuck_on_the_client(
     """lose_all() returns while a commit to an unreachable coordinator holds the client lock."""
     member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
     keeper = PartitionKeeper(
-        cast(Any, member), fetcher, cast(Any, SimpleNamespace(key=str)), PartitionHooks("me"),
+        cast(Any, member), fetcher, cast(Any, _meta()), PartitionHooks("me"),
         cast(Any, SimpleNamespace(pinned_keys=tuple)),
     )  # fmt: skip
     in_commit, answer = threading.Event(), threading.Event()

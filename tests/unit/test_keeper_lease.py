@@ -16,6 +16,11 @@ from client_balance.membership import StatusMember
 ORDERS_0 = TopicPartition("orders", 0)
 
 
+def _meta(**more: Any) -> SimpleNamespace:
+    """A partition meta cache whose keys are the partitions' names; ``more``: its other parts."""
+    return SimpleNamespace(key=str, holding_key=str, hold_keys=list, drop_keys=list, **more)
+
+
 class _Fetcher:
     """Holds ``orders-0`` at confirmed offset 7; records each release and whether it commits."""
 
@@ -42,7 +47,7 @@ def _plain_keeper(fetcher: _Fetcher) -> PartitionKeeper:
     """A keeper of member "me" over ``fetcher``, plain hooks, keys as ``str`` gives them."""
     member = SimpleNamespace(settings=SimpleNamespace(refused_connect_wait_s=1.0), consumer_id="me")
     return PartitionKeeper(
-        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)),
+        cast(Any, member), cast(Any, fetcher), cast(Any, _meta()),
         PartitionHooks("me"), cast(Any, SimpleNamespace(pinned_keys=tuple)),
     )  # fmt: skip
 
@@ -85,7 +90,7 @@ def test_a_round_that_wakes_before_the_fence_loses_its_partitions_and_commits_no
         report=lambda offsets, pins: None,
     )
     fetcher = _Fetcher()
-    meta = SimpleNamespace(key=str)
+    meta = _meta()
     planner = SimpleNamespace(pinned_keys=tuple)
     keeper = PartitionKeeper(
         cast(Any, member), cast(Any, fetcher), cast(Any, meta), hooks, cast(Any, planner)
@@ -121,7 +126,7 @@ def test_a_round_while_one_answer_doubts_the_status_log_lets_go_of_nothing() -> 
     )
     fetcher = _Fetcher()
     keeper = PartitionKeeper(
-        cast(Any, member), cast(Any, fetcher), cast(Any, SimpleNamespace(key=str)), hooks,
+        cast(Any, member), cast(Any, fetcher), cast(Any, _meta()), hooks,
         cast(Any, SimpleNamespace(pinned_keys=tuple)),
     )  # fmt: skip
     keeper.status = cast(StatusMember, _DoubtedStatus())
@@ -178,7 +183,13 @@ def test_a_round_fenced_on_its_way_registers_nothing() -> None:
         topics={"orders": None},
     )
     fetcher = _HoldingFetcher()
-    meta = SimpleNamespace(key=str, check_registrable=lambda *args: None)
+    meta = SimpleNamespace(
+        key=str,
+        holding_key=str,
+        hold_keys=list,
+        drop_keys=list,
+        check_registrable=lambda *args: None,
+    )
     planner = SimpleNamespace(pinned_keys=tuple)
     keeper = PartitionKeeper(
         cast(Any, member), cast(Any, fetcher), cast(Any, meta), PartitionHooks("me"),

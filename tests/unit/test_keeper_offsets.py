@@ -10,6 +10,7 @@ from typing import Any, cast
 from client_balance import ClientBalanceSettings, GroupMode
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
+from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import PartitionMeta
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._starts import StartCommit
@@ -25,6 +26,7 @@ class _Meta:
     def __init__(self) -> None:
         self.leaders = [1, 1]
         self.recreated: set[str] = set()
+        self._holding_keys: dict[TopicPartition, str] = {}
 
     def snapshot(self) -> dict[TopicPartition, PartitionMeta]:
         return {
@@ -36,7 +38,11 @@ class _Meta:
         return None
 
     def key(self, partition: TopicPartition) -> str:
-        return f"1:{partition.topic}:{partition.partition}"
+        return f"{self.leaders[partition.partition]}:{partition.topic}:{partition.partition}"
+
+    holding_key = MetaCache.holding_key
+    hold_keys = MetaCache.hold_keys
+    drop_keys = MetaCache.drop_keys
 
     def check_registrable(self, partition: TopicPartition, shown_key: str) -> None:
         return None
@@ -170,3 +176,67 @@ def test_a_new_pin_of_a_partition_not_held_starts_at_its_offset() -> None:
     keeper.pin({T0: 5000})
     keeper.round()
     assert fetcher.last_start(T0) == 5000
+
+
+def test_a_pin_offset_given_for_a_partition_held_already_is_never_applied_later() -> None:
+    """pin(key, 50) of a partition held at 3005 keeps 3005, and so does its next registration.
+
+    The offset stayed armed: when the partition was registered again after its leader was
+    gone for a round, it restarted at 50 (and would have skipped ahead, committed, had the
+    pin been past the position) (the review of 2026-11-29, later).
+    """
+    keeper, meta, fetcher = _keeper(GroupMode.MANUAL)
+    fetcher.committed[T0] = 3005
+    keeper.connect(T0, -1, "t:0")
+    keeper.pin({T0: 50})
+    keeper.round()
+    assert fetcher.last_start(T0) == 3005
+    meta.leaders[0] = -1  # its leader gone for a round: released
+    keeper.round()
+    assert T0 not in fetcher.held()
+    meta.leaders[0] = 1
+    keeper.round()
+    assert fetcher.last_start(T0) == 3005
+
+
+def test_hooks_see_one_key_per_holding_though_the_leader_moves() -> None:
+    """on_assigned and on_revoked of one holding get the same key, whatever the leader is now.
+
+    Keys name the leader; a leader that moved while the partition was held gave on_revoked
+    another key than on_assigned, and state kept by key (docs/consumer.md) raised KeyError
+    (the review of 2026-11-29, later).
+    """
+    seen: list[tuple[str, list[str]]] = []
+    keeper, meta, _ = _keeper(GroupMode.MANUAL)
+    keeper.hooks = PartitionHooks(
+        "me",
+        on_assigned=lambda positions: seen.append(("assigned", list(positions))),
+        on_revoked=lambda positions: seen.append(("revoked", list(positions))),
+    )
+    keeper.connect(T0, -1, "t:0")
+    meta.leaders[0] = 2  # a new leader, the partition still held
+    keeper.disconnect(T0)
+    assert seen == [("assigned", ["1:t:0"]), ("revoked", ["1:t:0"])]
+    keeper.connect(T0, -1, "t:0")  # a new holding: the leader it has now
+    assert seen[-1] == ("assigned", ["2:t:0"])
+
+
+def test_an_on_lost_owed_from_a_fence_runs_before_the_next_registration() -> None:
+    """A fence's on_lost, still owed, runs before a connect() registers the partition again.
+
+    It ran at the next round, after the new holding's on_assigned: a handler that drops the
+    state of a lost partition dropped the live holding's (the review of 2026-11-29, later).
+    """
+    seen: list[str] = []
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL)
+    keeper.hooks = PartitionHooks(
+        "me",
+        on_assigned=lambda _positions: seen.append("assigned"),
+        on_lost=lambda _positions: seen.append("lost"),
+    )
+    keeper.connect(T0, -1, "t:0")
+    fetcher.let_go = lambda partitions: [fetcher.positions.pop(tp) for tp in partitions]  # type: ignore[attr-defined]
+    keeper.lose_all()  # fenced, on the report thread: on_lost is owed
+    keeper.connect(T0, -1, "t:0")  # back, and the application registers it again
+    keeper.round()
+    assert seen == ["assigned", "lost", "assigned"]

@@ -73,6 +73,8 @@ _log = get_logger("consumer")
 
 _CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
 _READY_POLL_S = 0.02
+_STOPPER = "client-balance-shutdown"
+"""The thread that finishes a ``shutdown()`` called from a callback."""
 PartitionKeys = str | TopicPartition | Iterable[str | TopicPartition]
 """One partition key, or several."""
 
@@ -204,7 +206,10 @@ class ClientBalanceConsumer:
     def shutdown(self) -> None:
         """Release every partition (committing confirmed positions) and stop. Idempotent.
 
-        Then raises a callback failure not raised yet (the final ``on_revoked``'s, say).
+        Then raises a callback failure not raised yet (the final ``on_revoked``'s, say). Called
+        from a hook or an ``assigner``, it returns at once and the shutdown goes on, on a thread
+        of its own, once the call that runs the callback has returned: that call holds what the
+        shutdown needs, and a release under way would be released again.
         """
         with self._state_lock:
             run = self._run if self._state == _RUNNING else None
@@ -212,11 +217,21 @@ class ClientBalanceConsumer:
                 self._state = _STOPPED if self._state == _CREATED else self._state
                 waits = self._state == _STOPPING and current_thread() not in self._stoppers
             else:
-                self._state, self._stoppers = _STOPPING, {current_thread(), run.reconciler.thread}
+                stopper = current_thread()
+                if run.in_callback():
+                    stopper = threading.Thread(target=self._stop, args=(run,), name=_STOPPER)
+                self._state, self._stoppers = _STOPPING, {stopper, run.reconciler.thread}
         if run is None:
             if waits:  # a second call returns once the first has released everything
                 self._stopped.wait()
             return
+        if stopper is not current_thread():
+            stopper.start()
+            return
+        self._stop(run)
+        run.keeper.hooks.failures.raise_once()
+
+    def _stop(self, run: Running) -> None:
         try:
             run.stop()
         finally:
@@ -227,7 +242,6 @@ class ClientBalanceConsumer:
             finally:
                 self._stopped.set()
             _log.info("consumer stopped", consumer_id=self._consumer_id)
-        run.keeper.hooks.failures.raise_once()
 
     def __enter__(self) -> Self:
         return self
@@ -261,12 +275,7 @@ class ClientBalanceConsumer:
 
         With leaders, low and high watermarks, and the live member holding each one.
         """
-        run = self._running()
-        run.meta.refresh(max_age_s=1.0)
-        status = run.keeper.status
-        holders = status.holders() if status is not None else {}
-        full = run.meta.with_watermarks(max_age_s=1.0, holders=holders)
-        return {meta.key: meta for meta in full.values()}
+        return self._running().partition_meta()
 
     def is_partitions_ready(self, max_wait_s: float) -> bool:
         """Wait up to ``max_wait_s`` until at least one partition is registered."""
@@ -355,16 +364,7 @@ class ClientBalanceConsumer:
 
     def offset_infos(self) -> dict[str, OffsetInfo]:
         """Where each registered partition stands, by key."""
-        run = self._running()
-        run.fetcher.refresh_highs()
-        infos = {}
-        for at in run.fetcher.offsets():
-            key = run.meta.holding_key(at.partition)
-            lag = None if at.high is None else max(at.high - at.confirmed, 0)
-            infos[key] = OffsetInfo(
-                key, at.confirmed, at.committed, at.high, lag, at.updated_s, at.lost_to_retention
-            )
-        return infos
+        return self._running().offset_infos()
 
     def commit(self) -> None:
         """Commit every confirmed position now (``commit="interval"`` does it periodically)."""

@@ -51,6 +51,7 @@ class PartitionHooks:
         self.failures = FailureSlot()
         self.round_number = 0
         """The reconcile round running now (for the logs and errors of its callbacks)."""
+        self._running_in: threading.Thread | None = None  # the thread inside a hook now
 
     def assigned(self, positions: Mapping[str, int]) -> None:
         """Run ``on_assigned`` for partitions registered now."""
@@ -92,9 +93,16 @@ class PartitionHooks:
             return True
         view = MappingProxyType(dict(sorted(positions.items())))
         with self._lock:
+            outer, self._running_in = self._running_in, threading.current_thread()
             try:
                 hook(view)
             except Exception as error:  # whatever the hook raises waits for the next call
                 self.failed(name, error)
                 return False
+            finally:
+                self._running_in = outer
         return True
+
+    def running_here(self) -> bool:
+        """Whether the calling thread is inside one of the hooks now."""
+        return self._running_in is threading.current_thread()

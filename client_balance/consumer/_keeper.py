@@ -129,16 +129,19 @@ class PartitionKeeper:
         wait = _reconcile.RELEASE_WAIT_S if wait_s is None else wait_s
         confirmed = self._fetcher.quiesce(chosen, wait)
         positions = {self._meta.holding_key(tp): at for tp, at in confirmed.items()}
-        if commit:  # a flush that failed: committing would pass a state that was not written
-            commit = self.hooks.revoked(positions)
-        else:
-            self.hooks.lost(positions)
+        written = False  # a flush that failed: committing would pass a state not written
         try:
-            self._fetcher.release(chosen, 0.0, commit=commit)
-        finally:
-            self._meta.drop_keys(chosen)
-            if withdraw:
-                self._withdraw(set(chosen))
+            if commit:
+                written = self.hooks.revoked(positions)
+            else:
+                self.hooks.lost(positions)
+        finally:  # a Ctrl-C in the hook too: released, without the commit, then raised on
+            try:
+                self._fetcher.release(chosen, 0.0, commit=written)
+            finally:
+                self._meta.drop_keys(chosen)
+                if withdraw:
+                    self._withdraw(set(chosen))
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         self._report_lost()  # a fence's on_lost still owed: before a new holding's on_assigned

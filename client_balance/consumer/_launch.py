@@ -21,7 +21,12 @@ from client_balance.consumer._keeper import PartitionKeeper, check_pins
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._reconcile import Reconciler
 from client_balance.consumer._redelivery import Redeliveries
-from client_balance.consumer._results import ConfirmResult, ConsumeResult
+from client_balance.consumer._results import (
+    ConfirmResult,
+    ConsumeResult,
+    OffsetInfo,
+    PartitionMeta,
+)
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._starts import AHEAD_WAIT_S
 from client_balance.consumer._targets import TargetPlanner
@@ -142,6 +147,31 @@ class Running:
                 return
         self.fetcher.settle(batch.partition, batch.token, consumed=False)
         raise error
+
+    def offset_infos(self) -> dict[str, OffsetInfo]:
+        """Where each held partition stands, by key (``offset_infos()``)."""
+        self.fetcher.refresh_highs()
+        infos = {}
+        for at in self.fetcher.offsets():
+            key = self.meta.holding_key(at.partition)
+            lag = None if at.high is None else max(at.high - at.confirmed, 0)
+            infos[key] = OffsetInfo(
+                key, at.confirmed, at.committed, at.high, lag, at.updated_s, at.lost_to_retention
+            )
+        return infos
+
+    def partition_meta(self) -> dict[str, PartitionMeta]:
+        """Every configured partition, by key, with watermarks and holders (at most 1 s old)."""
+        self.meta.refresh(max_age_s=1.0)
+        status = self.keeper.status
+        holders = status.holders() if status is not None else {}
+        full = self.meta.with_watermarks(max_age_s=1.0, holders=holders)
+        return {meta.key: meta for meta in full.values()}
+
+    def in_callback(self) -> bool:
+        """Whether this thread runs a hook, or a round (an ``assigner`` or strategy, say)."""
+        in_round = threading.current_thread() is self.reconciler.thread
+        return in_round or self.keeper.hooks.running_here()
 
     def stop(self) -> None:
         """Stop reconciling, release every partition (on_revoked, final commits), stop fetching."""

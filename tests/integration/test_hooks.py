@@ -258,3 +258,74 @@ def test_a_commit_made_while_on_revoked_writes_leaves_that_partition_to_its_rele
         assert committed(kafka_bootstrap, settings.group_id, topic, 1) == {0: 0}
         with pytest.raises(CallbackError):
             consumer.connect(f"{topic}:0")
+
+
+def test_shutdown_from_a_hook_that_disconnect_runs_finishes_once_the_hook_returns(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """on_revoked of a disconnect() calls shutdown() while a round waits: nothing hangs.
+
+    The hook's shutdown() joined the reconcile thread, which waited for the lock the
+    disconnect() held: the worker hung for good (the review of 2026-11-29, later).
+    """
+    topic = new_topic(partitions=1)
+    produce(kafka_bootstrap, topic, 10, partitions=1)
+    revoked: list[dict[str, int]] = []
+
+    def stop_for_good(positions: Mapping[str, int]) -> None:
+        revoked.append(dict(positions))
+        due = threading.Thread(target=consumer.reconcile_now, args=(5.0,), daemon=True)
+        due.start()  # a round comes due while the hook flushes
+        due.join(0.3)
+        consumer.shutdown()  # returns at once: the shutdown goes on after the hook
+
+    consumer = ClientBalanceConsumer(kafka_settings(), on_revoked=stop_for_good)
+    consumer.start([topic], -1, 0)
+    consumer.connect(f"{topic}:0")
+    batch = consumer.get_message(timeout_s=30)
+    consumer.confirm(batch.confirm_context)
+    disconnecting = threading.Thread(target=consumer.disconnect, args=(f"{topic}:0",))
+    disconnecting.daemon = True
+    disconnecting.start()
+    disconnecting.join(30)
+    assert not disconnecting.is_alive(), "disconnect() hung in its hook's shutdown()"
+    stopping = threading.Thread(target=consumer.shutdown, daemon=True)  # waits for the first
+    stopping.start()
+    stopping.join(30)
+    assert not stopping.is_alive(), "the shutdown begun in the hook never finished"
+    assert consumer.is_shutdown()
+    assert [list(positions.values()) for positions in revoked] == [[batch.end_offset]]
+    assert committed(kafka_bootstrap, consumer.settings.group_id, topic, 1) == {0: batch.end_offset}
+
+
+def test_shutdown_from_a_hook_that_a_round_runs_revokes_each_partition_once(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """on_revoked of a round's release calls shutdown(): no second on_revoked, nested in the first.
+
+    The shutdown ran inside the round's release and released the same partition again, its
+    commit written though the outer hook went on to fail (the review of 2026-11-29, later).
+    """
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 20, partitions=2)
+    revoked: list[list[str]] = []
+
+    def stop_for_good(positions: Mapping[str, int]) -> None:
+        revoked.append([_identity(key) for key in positions])
+        consumer.shutdown()
+
+    consumer = ClientBalanceConsumer(kafka_settings(), on_revoked=stop_for_good)
+    consumer.start([topic], 2, 0, pinned=[f"{topic}:0", f"{topic}:1"])  # node 0 of 2
+    wait_until(lambda: len(consumer.registered_partitions()) == 2, 30, "both pins held")
+    # The next round releases node 1's share, and that release's hook stops the member.
+    consumer.unpin([f"{topic}:0", f"{topic}:1"])
+    wait_until(lambda: bool(revoked), 30, "the round's on_revoked")
+    stopping = threading.Thread(target=consumer.shutdown, daemon=True)
+    stopping.start()
+    stopping.join(30)
+    assert not stopping.is_alive(), "the shutdown begun in the hook never finished"
+    assert sorted(key for keys in revoked for key in keys) == [f"{topic}:0", f"{topic}:1"]

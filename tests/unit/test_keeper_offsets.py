@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from client_balance import ClientBalanceSettings, GroupMode
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
@@ -240,3 +242,24 @@ def test_an_on_lost_owed_from_a_fence_runs_before_the_next_registration() -> Non
     keeper.connect(T0, -1, "t:0")  # back, and the application registers it again
     keeper.round()
     assert seen == ["assigned", "lost", "assigned"]
+
+
+def test_a_ctrl_c_in_on_revoked_releases_the_partition_and_commits_nothing() -> None:
+    """A KeyboardInterrupt in on_revoked: released without its commit, then raised on.
+
+    Only an Exception was caught: the partition stayed held but marked releasing (never
+    handed out or committed again), and at shutdown the fetcher's close committed the
+    position whose state the hook had not written (the review of 2026-11-29, later).
+    """
+
+    def interrupted(_positions: object) -> None:
+        raise KeyboardInterrupt
+
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL)
+    keeper.hooks = PartitionHooks("me", on_revoked=interrupted)
+    keeper.connect(T0, 100, "t:0")
+    fetcher.positions[T0] = 150  # confirmed, not committed: the hook was to write its state
+    with pytest.raises(KeyboardInterrupt):
+        keeper.disconnect(T0)
+    assert T0 not in fetcher.held()
+    assert fetcher.committed[T0] == 100

@@ -18,6 +18,7 @@ def _running_consumer(stop: Any) -> tuple[ClientBalanceConsumer, threading.Threa
     failures = SimpleNamespace(raise_once=lambda: None)
     consumer._run = cast(Any, SimpleNamespace(
         stop=stop, close=lambda: None, reconciler=SimpleNamespace(thread=reconcile_thread),
+        in_callback=lambda: False,
         keeper=SimpleNamespace(hooks=SimpleNamespace(failures=failures)),
     ))  # fmt: skip
     consumer._state = _consumer._RUNNING

@@ -67,8 +67,8 @@ def registry_avro(
     # confluent-kafka waits forever by default: a registry that accepts the connection and
     # never answers would hang get_message() with no error to act on.
     config: dict[str, Any] = {"url": url, "timeout": timeout_s}
-    if basic_auth is not None:
-        config |= {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": basic_auth}
+    if basic_auth is not None:  # confluent-kafka 2.16 refuses basic.auth.credentials.source
+        config["basic.auth.user.info"] = basic_auth
     # new_client gives confluent-kafka's in-memory registry for a mock:// URL (tests).
     client = SchemaRegistryClient.new_client(config)
     schema_str = None

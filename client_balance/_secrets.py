@@ -106,7 +106,7 @@ def reveal(value: Any) -> Any:
 
 
 def masked(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` for display: secrets as :data:`MASK`, callables by name."""
+    """``config`` for display: secrets as :data:`MASK`, callables by name, URLs' credentials."""
     shown: dict[str, Any] = {}
     for key, value in sorted(config.items()):
         if is_secret_key(key) or is_secret_value(value):
@@ -114,13 +114,25 @@ def masked(config: Mapping[str, Any]) -> dict[str, Any]:
         elif callable(value):
             shown[key] = repr(_Named(value))
         else:
-            shown[key] = value
+            shown[key] = without_userinfo(value) if isinstance(value, str) else value
     return shown
 
 
+_USERINFO = re.compile(r"(://)[^/@\s\"'<>]+@")
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with the credentials of every URL in it (``scheme://user:password@``) masked.
+
+    A URL is no secret by its key's name (``sasl.oauthbearer.token.endpoint.url``), yet one
+    may carry a client secret, and librdkafka repeats it in its log lines.
+    """
+    return _USERINFO.sub(rf"\1{MASK}@", text)
+
+
 # librdkafka quotes the rest of a sasl.oauthbearer.config it cannot parse, up to the end of its
-# text; in a KafkaError's repr that is the closing quote, which stays.
-_QUOTED_TAIL = re.compile(r'(beginning at:)[^"]*')
+# text: all of it goes, whatever quotes it holds; a KafkaError's closing quote and brace stay.
+_QUOTED_TAIL = re.compile(r"(beginning at:)(.*?)(\"\}?)?$", re.DOTALL)
 _TOKEN_SEPARATORS = re.compile(r"[\s,;]+")
 _SHORTEST_MASKED_PART = 4
 """A token's value part shorter than this is masked only as ``key=value``: masking every "1"
@@ -138,7 +150,7 @@ def scrub(text: str, kafka: Mapping[str, Any] | None = None) -> str:
     stands, and so does each ``key=value`` token within one (librdkafka may quote a value from
     its middle on); a token's value alone is masked as a whole word only.
     """
-    text = _QUOTED_TAIL.sub(rf"\1 {MASK}", text)
+    text = _QUOTED_TAIL.sub(lambda cut: f"{cut[1]} {MASK}{cut[3] or ''}", without_userinfo(text))
     anywhere: dict[str, str] = {}
     words: set[str] = set()
     for key, value in (kafka or {}).items():
@@ -211,7 +223,11 @@ class _Named:
 
 
 def for_repr(value: Any) -> Any:
-    """``value`` for a repr: a dict's callables (``kafka``'s callbacks) by name only."""
+    """``value`` for a repr: callables by name (in a dict too), URLs' credentials masked."""
+    if callable(value):
+        return _Named(value)
+    if isinstance(value, str):
+        return without_userinfo(value)
     if isinstance(value, dict):
-        return {key: _Named(item) if callable(item) else item for key, item in value.items()}
+        return {key: for_repr(item) for key, item in value.items()}
     return value

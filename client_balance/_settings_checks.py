@@ -34,12 +34,12 @@ def kafka_values(value: Any) -> dict[str, object]:
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"librdkafka property names are non-empty strings: {key!r}")
-        # A callback key's wrong value may be what belonged inside the callback: a token.
-        shown = "its value" if is_secret_key(key) or key in CALLBACK_KEYS else repr(item)
+        # A wrong value is named by its type only: a callback's may be what belonged inside
+        # it (a token), a partial or a dict may hold one.
         if key in CALLBACK_KEYS:
             if not callable(item) and not (key == "logger" and hasattr(item, "log")):
                 raise ValueError(
-                    f"{key}={shown} is a {type(item).__name__}; {key} takes a callable, "
+                    f"{key} holds a {type(item).__name__}; {key} takes a callable, "
                     "set in code (it cannot come from CLIENT_BALANCE_KAFKA)"
                 )
             checked[key] = item
@@ -47,7 +47,7 @@ def kafka_values(value: Any) -> dict[str, object]:
             checked[key] = item
         elif not isinstance(item, str | int | float | bool):
             raise ValueError(
-                f"{key}={shown} is a {type(item).__name__}; librdkafka properties take str, "
+                f"{key} holds a {type(item).__name__}; librdkafka properties take str, "
                 f"int, float or bool values (callbacks only for {sorted(CALLBACK_KEYS)})"
             )
         else:  # a secret goes into a SecretStr before anything can print it

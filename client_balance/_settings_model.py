@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import MASK, SecretStr, for_repr, is_secret_key, is_secret_value
+from client_balance._secrets import (
+    MASK,
+    SecretStr,
+    for_repr,
+    is_secret_key,
+    is_secret_value,
+    without_userinfo,
+)
+from client_balance._settings_environment import ENV_PREFIX, environment_values
 from client_balance.errors import ConfigError
 
 __all__ = [
@@ -38,7 +45,6 @@ __all__ = [
     "text",
 ]
 
-ENV_PREFIX = "CLIENT_BALANCE_"
 _REQUIRED: Any = object()
 REQUIRED: Any = _REQUIRED
 """The default of a field that must be given, as a keyword or by the environment."""
@@ -218,7 +224,7 @@ class SettingsModel:
         ]
         keywords = {k: v for k, v in values.items() if k in fields}
         # Keywords win: the environment of a field given as a keyword is not even read.
-        given = {**_environment(fields, keywords, problems), **keywords}
+        given = {**environment_values(fields, keywords, problems), **keywords}
         made: dict[str, Any] = {}
         for name, field in fields.items():
             if name not in given:
@@ -300,59 +306,27 @@ class SettingsModel:
         hold it, so that no repr or dump of the copy shows it.
         """
         fields = type(self).model_fields
-        changed = {name: _concealed(fields.get(name), v) for name, v in (update or {}).items()}
+        changed = {
+            name: _concealed(name, fields.get(name), v) for name, v in (update or {}).items()
+        }
         copy = object.__new__(type(self))
         object.__setattr__(copy, "__dict__", {**self.__dict__, **changed})
         object.__setattr__(copy, "_fields_set", self.model_fields_set | set(update or {}))
         return copy
 
 
-def _environment(
-    fields: Mapping[str, Setting], keywords: Collection[str], problems: list[str]
-) -> dict[str, Any]:
-    """The fields the environment gives (names in any case), decoded as each field reads them.
+def _concealed(name: str, field: Setting | None, value: Any) -> Any:
+    """``value`` as ``model_copy`` holds it: a secret field's, or a secret property's, masked.
 
-    Fields among ``keywords`` are left out; a variable that does not decode adds to ``problems``.
+    A URL holding credentials is refused, as the settings refuse it: masked, it would not work.
     """
-    found: dict[str, Any] = {}
-    variables: dict[str, str] = {}
-    spellings: dict[str, list[str]] = {}
-    for name, value in sorted(os.environ.items()):
-        if name.upper().startswith(ENV_PREFIX):
-            spellings.setdefault(name.upper(), []).append(name)
-            variables[name.upper()] = value
-    for name, field in fields.items():
-        env = f"{ENV_PREFIX}{name.upper()}"
-        if env not in variables or name in keywords:
-            continue
-        names = spellings[env]
-        if len({os.environ[each] for each in names}) > 1:  # which one wins would be chance
-            problems.append(f"{' and '.join(names)} are set to different values; set one of them")
-            continue
-        raw = variables[env]
-        if field.env == "text":
-            found[name] = raw
-            continue
-        try:
-            decoded = json.loads(raw)
-        except ValueError:
-            if field.env == "json or text":  # an Avro schema may be its JSON, or a file's name
-                found[name] = raw
-                continue
-            problems.append(
-                f"{env} is not valid: dict and list settings are read from the environment as "
-                'JSON, such as {"security.protocol": "SASL_SSL"}'
-            )
-            continue
-        if decoded is not None:  # JSON null: as if not set
-            found[name] = decoded
-    return found
-
-
-def _concealed(field: Setting | None, value: Any) -> Any:
-    """``value`` as ``model_copy`` holds it: a secret field's, or a secret property's, masked."""
     if field is None or value is None:
         return value
+    if field.shown and isinstance(value, str) and without_userinfo(value) != value:
+        raise ConfigError(
+            f"model_copy: {name} is a URL holding credentials (user:password@), which would "
+            "show in every repr; give them where the settings keep secrets"
+        )
     if not field.shown:  # a secret field: repr leaves it out, but JSON would write a str
         try:
             return secret(value)

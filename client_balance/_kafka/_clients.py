@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from client_balance._logging import ROOT_LOGGER
+from client_balance._secrets import without_userinfo
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings, KafkaValue
 
@@ -61,6 +62,15 @@ confluent-kafka hands them over in the client's ``poll()``, ``flush()`` or ``con
 only clients that make those calls get it: an admin client or a commit-only consumer that is
 never polled would keep every line queued for as long as it lives.
 """
+
+
+def _no_url_credentials(record: logging.LogRecord) -> bool:
+    """Mask URLs' credentials: librdkafka repeats a token endpoint's URL in its log lines."""
+    record.msg, record.args = without_userinfo(record.getMessage()), ()
+    return True
+
+
+KAFKA_LOGGER.addFilter(_no_url_credentials)
 
 
 def kafka_tp(partition: TopicPartition, offset: int | None = None) -> KafkaTopicPartition:

@@ -186,3 +186,20 @@ def test_scrub_leaves_words_that_only_contain_a_secret_token_and_the_plain_ones(
         scrub(error, kafka)
         == f'KafkaError{{code=_INVALID_ARG,str="Unrecognized config beginning at: {MASK}"}}'
     )
+
+
+def test_scrub_cuts_a_quoted_tail_whole_and_masks_credentials_in_urls() -> None:
+    """A quote inside a refused config's tail, and a URL's user:password, never come through.
+
+    The tail was cut at its first quote, and what followed it was shown; a token endpoint's
+    credentials in a librdkafka log line passed unmasked (the review of 2026-11-29, later).
+    """
+    error = 'KafkaError{code=_INVALID_ARG,str="config beginning at: x=ab"S3CRETkey"}'
+    assert (
+        scrub(error, None) == f'KafkaError{{code=_INVALID_ARG,str="config beginning at: {MASK}"}}'
+    )
+    said = 'Failed to retrieve OIDC token from "https://cid:S3CRETurl@idp.example/token"'
+    assert (
+        scrub(said, None)
+        == f'Failed to retrieve OIDC token from "https://{MASK}@idp.example/token"'
+    )

@@ -4,6 +4,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -346,3 +347,35 @@ def test_checking_kafka_settings_with_debug_writes_nothing_to_stderr(
     logger = logging.getLogger("tests.librdkafka")
     ClientBalanceSettings(**BASE, kafka={"debug": "generic", "logger": logger})
     assert "%7|" not in capfd.readouterr().err
+
+
+def test_credentials_in_a_url_or_a_callable_never_show() -> None:
+    """A URL's user:password, a callable's arguments: masked in repr, str, JSON and copies.
+
+    An OIDC token endpoint with credentials in its URL, a decrypting deserializer partial and
+    a registry URL given to model_copy were shown whole (the review of 2026-11-29, later).
+    """
+    decrypt = functools.partial(bytes, encoding="S3CRETaeskey")
+    settings = ClientBalanceSettings(
+        **BASE,
+        kafka={"sasl.oauthbearer.token.endpoint.url": "https://cid:S3CRETurl@idp.example/token"},
+        value_deserializer=decrypt,
+    )
+    for shown in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "S3CRET" not in shown
+        assert "idp.example/token" in shown or "callable" in shown
+    with pytest.raises(ConfigError, match="schema_registry_url") as refused:
+        settings.model_copy(update={"schema_registry_url": "https://u:S3CRETreg@registry:8081"})
+    assert "S3CRET" not in str(refused.value)
+
+
+def test_a_kafka_value_of_the_wrong_type_is_named_by_its_type_only() -> None:
+    """A partial under a key that takes no callable: the error names the key and the type.
+
+    Its repr, a token inside, was printed in the ConfigError (the review of 2026-11-29, later).
+    """
+    fetch_token: Any = functools.partial(dict, client_secret="S3CRETtoken")  # noqa: S106 - the canary
+    with pytest.raises(ConfigError, match="oauth_callback") as refused:
+        ClientBalanceSettings(**BASE, kafka={"oauth_callback": fetch_token})
+    assert "S3CRET" not in str(refused.value)
+    assert "S3CRET" not in str(pickle.loads(pickle.dumps(refused.value)))

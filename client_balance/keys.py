@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from client_balance.errors import ConfigError, InvalidOffsetError, InvalidPartitionKeyError
 
@@ -116,7 +116,7 @@ class PartitionKey:
             raise InvalidPartitionKeyError(
                 f"partition key must be a string like '1:orders:3' or 'orders:3', a "
                 f"TopicPartition or a PartitionKey, got {key!r} ({type(key).__name__})",
-                key=key,
+                key=_plain(key),
             )
         parts = key.split(":")
         if (
@@ -134,7 +134,7 @@ class PartitionKey:
                 f"partition key {key!r} does not parse; expected "
                 "'<brokerId>:<topic>:<partition>' (e.g. '1:orders:3') or '<topic>:<partition>' "
                 "(e.g. 'orders:3') with decimal ids",
-                key=key,
+                key=_plain(key),
             )
         try:
             return cls(topic, int(partition), broker)
@@ -142,7 +142,7 @@ class PartitionKey:
             raise
         except ConfigError as error:
             raise InvalidPartitionKeyError(
-                f"partition key {key!r} does not parse: {error}", key=key
+                f"partition key {key!r} does not parse: {error}", key=_plain(key)
             ) from None
 
     @property
@@ -168,7 +168,7 @@ def to_topic_partition(key: str | PartitionKey | TopicPartition) -> TopicPartiti
             raise InvalidPartitionKeyError(
                 f"partition id {key.partition!r} of {key!r} is not allowed; partition ids are "
                 "integers >= 0",
-                key=key,
+                key=_plain(key),
             )
         return key
     return PartitionKey.parse(key).topic_partition
@@ -180,6 +180,15 @@ def check_bootstrap_offset(offset: object) -> int:
         raise InvalidOffsetError(
             f"bootstrap offset {offset!r} is not allowed; use -1 to resume from the group's "
             "committed offset, or an absolute offset >= 0",
-            offset=offset,
+            offset=_plain(offset),
         )
     return offset
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as an error keeps it: itself if plain data, else its repr (so it pickles)."""
+    if isinstance(value, str | int | float | bytes) or value is None:
+        return value
+    if isinstance(value, tuple) and all(isinstance(part, str | int) for part in value):
+        return value  # a TopicPartition or PartitionKey of plain parts
+    return repr(value)

@@ -23,7 +23,7 @@ from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._setup import MemberSetup
 from client_balance.consumer._starts import StartRules
-from client_balance.consumer._targets import TargetPlanner
+from client_balance.consumer._targets import TargetPlanner, check_pin_topics
 from client_balance.consumer._throttle import RefusedConnects
 from client_balance.errors import (
     ClientBalanceError,
@@ -207,6 +207,7 @@ class PartitionKeeper:
 
     def pin(self, wanted: Mapping[TopicPartition, int]) -> None:
         """Pin partitions of the meta set, publish the pins (see ``TargetPlanner.pin``)."""
+        check_pin_topics(self._member.topics, wanted)  # before asking the cluster: a 400
         check_pins(self._meta, self._member.topics, wanted)
         status = self.status
         with self._lock:  # not while a round registers them: their offset would be lost

@@ -16,7 +16,7 @@ leaves the previous target in force; its failure waits for the application's nex
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
 from client_balance.consumer._hooks import PartitionHooks
@@ -30,7 +30,7 @@ from client_balance.settings import GroupMode
 from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share, partition_counts
 
-__all__ = ["TargetPlanner"]
+__all__ = ["TargetPlanner", "check_pin_topics"]
 
 _WATERMARKS_MAX_AGE_S = 1.0
 """An assigner's watermarks are at most this old: one query for all partitions per second."""
@@ -73,12 +73,8 @@ class TargetPlanner:
         ``pinned_by`` is every live pin of the group (partition -> the member that pinned it).
         """
         me = self._member.consumer_id
+        check_pin_topics(self._member.topics, wanted)
         for partition in sorted(wanted):
-            if partition.topic not in self._member.topics:
-                raise ConfigError(
-                    f"cannot pin {partition}: its topic is not one this member consumes "
-                    f"({sorted(self._member.topics)})"
-                )
             owner = pinned_by.get(partition)
             if owner is not None and owner != me:
                 key = self._meta.key(partition)
@@ -248,3 +244,13 @@ class TargetPlanner:
         ]
         assignment = get_strategy(self._member.strategy_name).assign(counts, group)
         return dict.fromkeys(assignment.get(self._member.consumer_id, ()), RESUME_OFFSET)
+
+
+def check_pin_topics(topics: Collection[str], wanted: Iterable[TopicPartition]) -> None:
+    """Raise :class:`ConfigError` for a pin of a topic the member does not consume."""
+    for partition in sorted(wanted):
+        if partition.topic not in topics:
+            raise ConfigError(
+                f"cannot pin {partition}: its topic is not one this member consumes "
+                f"({sorted(topics)})"
+            )

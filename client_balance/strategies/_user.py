@@ -158,10 +158,17 @@ class UserStrategy:
         counts, ordered = canonical_input(partitions, members)
         rule: Any = self.rule
         # Copies: the answer is checked against the input, which a rule may use as a work list.
-        if callable(getattr(rule, "assign", None)):
-            answer = rule.assign(dict(counts), list(ordered), partition_racks=partition_racks)
-        else:
-            answer = rule(dict(counts), list(ordered))
+        try:
+            if callable(getattr(rule, "assign", None)):
+                answer = rule.assign(dict(counts), list(ordered), partition_racks=partition_racks)
+            else:
+                answer = rule(dict(counts), list(ordered))
+        except Exception as error:  # the user's code: said as what check_strategy says of it
+            raise StrategyContractError(
+                f"strategy {self._name!r} raised {type(error).__name__}: {error}",
+                strategy=self._name,
+                violation="raises",
+            ) from error
         assignment, problem = assignment_problem(counts, ordered, answer)
         if assignment is None:
             raise StrategyContractError(

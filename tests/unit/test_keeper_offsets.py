@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from client_balance import ClientBalanceSettings, GroupMode
+from client_balance import ClientBalanceSettings, ConfigError, GroupMode
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._meta import MetaCache
@@ -263,3 +263,15 @@ def test_a_ctrl_c_in_on_revoked_releases_the_partition_and_commits_nothing() -> 
         keeper.disconnect(T0)
     assert T0 not in fetcher.held()
     assert fetcher.committed[T0] == 100
+
+
+def test_a_runtime_pin_of_a_topic_not_consumed_is_a_config_error_asked_of_no_cluster() -> None:
+    """pin() of another topic's partition: ConfigError, as start(pinned=...) says, no query.
+
+    It asked the cluster's metadata first and raised PartitionNotFoundError (404), which an
+    ``except ConfigError`` misses (the review of 2026-11-29, later).
+    """
+    keeper, meta, _ = _keeper(GroupMode.MANUAL)
+    meta.refresh = lambda max_age_s: pytest.fail("the cluster was asked")  # type: ignore[method-assign]
+    with pytest.raises(ConfigError, match="not one this member consumes"):
+        keeper.pin({TopicPartition("payments", 0): -1})

@@ -1,3 +1,6 @@
+import pickle
+import threading
+
 import pytest
 
 from client_balance import (
@@ -114,3 +117,19 @@ def test_bootstrap_offsets_refused(bad: object) -> None:
         check_bootstrap_offset(bad)
     assert repr(bad) in str(caught.value)
     assert caught.value.offset == bad
+
+
+def test_a_key_or_offset_error_pickles_whatever_it_was_given() -> None:
+    """A generator as a key, a lock as an offset: the errors pickle, naming what they got.
+
+    They kept the argument itself, and a pickled error (a Spark task's, a process pool's)
+    raised TypeError instead (the review of 2026-11-29, later).
+    """
+    with pytest.raises(InvalidPartitionKeyError) as bad_key:
+        PartitionKey.parse(part for part in ("orders", "3"))
+    with pytest.raises(InvalidOffsetError) as bad_offset:
+        check_bootstrap_offset(threading.Lock())
+    for error in (bad_key.value, bad_offset.value):
+        again = pickle.loads(pickle.dumps(error))
+        assert str(again) == str(error)
+    assert "generator" in str(pickle.loads(pickle.dumps(bad_key.value)).key)

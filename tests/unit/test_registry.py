@@ -440,3 +440,21 @@ def test_a_rule_no_other_process_can_import_cannot_be_required_there() -> None:
     check_strategy(local)  # checked in this process only
     with pytest.raises(ConfigError, match="cannot be found by name in another process"):
         check_strategy(local, across_processes=True)
+
+
+def test_a_rule_that_raises_is_a_contract_error_naming_the_strategy() -> None:
+    """A rule's own exception comes as StrategyContractError(violation="raises"), its cause kept.
+
+    It escaped as it was, and a reconcile round said only "reconcile round failed:
+    KeyError(None)", naming no strategy (the review of 2026-11-29, later).
+    """
+
+    def broken(partitions: Mapping[str, int], members: Sequence[Member]) -> Assignment:
+        raise KeyError(None)
+
+    strategy = register_strategy("broken", broken)
+    with pytest.raises(StrategyContractError, match="strategy 'broken' raised KeyError") as raised:
+        strategy.assign({A: 2}, [Member("C1", [A])])
+    assert raised.value.violation == "raises"
+    assert isinstance(raised.value.__cause__, KeyError)
+    assert pickle.loads(pickle.dumps(raised.value)).violation == "raises"

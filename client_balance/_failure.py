@@ -14,24 +14,32 @@ _log = get_logger("consumer")
 
 
 class FailureSlot:
-    """Holds the latest failure of a background thread; ``raise_once`` raises and clears it.
+    """Holds a background thread's first failure; ``raise_once`` raises and clears it.
+
+    Later failures before that call are counted in a note of the first (they are logged where
+    they happen): the first is the one whose effects came first (a commit that a failed
+    ``on_revoked`` skipped), and replaced by a later one it was never raised.
 
     ``condition`` (if given) is the lock that guards the slot and is notified on a failure, so
     a user call waiting on it wakes up to raise the error instead of sleeping out its timeout.
     """
 
-    __slots__ = ("_condition", "_failure", "fatal")
+    __slots__ = ("_condition", "_failure", "_later", "fatal")
 
     def __init__(self, condition: threading.Condition | None = None) -> None:
         self._condition = condition or threading.Condition()
         self._failure: ClientBalanceError | None = None
+        self._later = 0
         self.fatal: ClientBalanceError | None = None
         """A failure the thread cannot recover from: raised by every call, never cleared."""
 
     def store(self, error: ClientBalanceError) -> None:
-        """Keep ``error`` for the next user call (a later failure replaces it)."""
+        """Keep ``error`` for the next user call, unless one is kept already (then count it)."""
         with self._condition:
-            self._failure = error
+            if self._failure is None:
+                self._failure = error
+            else:
+                self._later += 1
             self._condition.notify_all()
 
     def store_fatal(self, error: ClientBalanceError) -> None:
@@ -46,6 +54,10 @@ class FailureSlot:
             return  # the common case, checked before the lock: every user call asks
         with self._condition:
             error, self._failure = self._failure, None
+            later, self._later = self._later, 0
+        if error is not None and later:
+            more = "1 more failure" if later == 1 else f"{later} more failures"
+            error.add_note(f"{more} came after it; each is in the log")
         if self.fatal is not None:  # raised by every call: its traceback would grow with each
             raise self.fatal.with_traceback(None)
         if error is not None:

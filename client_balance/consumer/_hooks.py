@@ -77,6 +77,7 @@ class PartitionHooks:
             consumer_id=self._consumer_id,
             round=self.round_number,
             reason=reason,
+            exc_info=None if isinstance(error, str) else error,  # where in the user's code
         )
         self.failures.store(
             CallbackError(

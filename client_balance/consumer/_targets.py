@@ -52,6 +52,9 @@ class TargetPlanner:
         self._lock = threading.Lock()  # pin()/unpin() come from the application's threads
         self._pins = dict(pins)
         self._previous: dict[TopicPartition, int] = {}
+        # The assigner's last answer that held: a round whose assigner fails keeps to it, with
+        # the pins of now on top (the whole last target had an unpinned partition still in it).
+        self._last_answer: dict[TopicPartition, int] = {}
         self._share_memo: tuple[object, tuple[TopicPartition, ...]] | None = None
         """A node's last share and what it was computed from (``_node_share``)."""
 
@@ -182,10 +185,10 @@ class TargetPlanner:
             answer = user_target(self._member.assigner(context))
         except ClientBalanceError as error:
             self._hooks.failed("assigner", f"answered something that is not partitions: {error}")
-            return dict(self._previous)
+            return dict(self._last_answer)
         except Exception as error:  # whatever the callback raises waits for the next call
             self._hooks.failed("assigner", error)
-            return dict(self._previous)
+            return dict(self._last_answer)
         unknown = sorted(tp for tp in answer if tp not in meta)
         if unknown:
             self._hooks.failed(
@@ -193,8 +196,9 @@ class TargetPlanner:
                 f"answered partitions outside the configured set of {sorted(self._member.topics)}"
                 f": {[str(tp) for tp in unknown]}",
             )
-            return dict(self._previous)
-        return answer
+            return dict(self._last_answer)
+        self._last_answer = answer
+        return dict(answer)
 
     def _context(self, held: set[TopicPartition], status: StatusMember | None) -> AssignmentContext:
         member = self._member

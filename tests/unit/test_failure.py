@@ -10,11 +10,12 @@ import pytest
 
 from client_balance._callbacks import guarded
 from client_balance._failure import FailureSlot, keep_running
+from client_balance.consumer._hooks import PartitionHooks
 from client_balance.errors import ClientBalanceError
 
 
 def test_a_step_that_raises_is_reported_and_the_loop_goes_on() -> None:
-    """Two failures, then steps that work: all of them run, and the slot holds the last one."""
+    """Two failures, then steps that work: all of them run, and the slot holds the first one."""
     stop = threading.Event()
     slot = FailureSlot()
     steps: list[int] = []
@@ -56,3 +57,19 @@ def test_a_listener_callback_never_raises_into_confluent_kafka(
         assert getattr(caplog.records[-1], "callback", None) == key
     assert guarded("oauth_cb", raising) is raising
     assert guarded("stats_cb", 5) == 5
+
+
+def test_a_failing_hook_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line of a hook that raised shows where in the application it raised.
+
+    It said only "raised KeyError: 'x'", with no file or line (the review of 2026-11-29, later).
+    """
+
+    def on_assigned(positions: object) -> None:
+        raise KeyError("x")
+
+    hooks = PartitionHooks("me", on_assigned=on_assigned)
+    with caplog.at_level(logging.ERROR, logger="client_balance"):
+        hooks.assigned({"1:t:0": 0})
+    [record] = [r for r in caplog.records if r.getMessage() == "application callback failed"]
+    assert 'raise KeyError("x")' in record.exception  # type: ignore[attr-defined]

@@ -275,3 +275,27 @@ def test_a_runtime_pin_of_a_topic_not_consumed_is_a_config_error_asked_of_no_clu
     meta.refresh = lambda max_age_s: pytest.fail("the cluster was asked")  # type: ignore[method-assign]
     with pytest.raises(ConfigError, match="not one this member consumes"):
         keeper.pin({TopicPartition("payments", 0): -1})
+
+
+def test_an_unpin_holds_while_the_assigner_fails() -> None:
+    """unpin() while the assigner raises: the round keeps the assigner's last answer, unpinned.
+
+    A failing assigner's round fell back to the whole last target, pins included: the
+    unpinned partition stayed held, and every other member was refused it with 410 for as
+    long as the assigner failed (the review of 2026-11-29, later).
+    """
+    failing = [False]
+
+    def assigner(_context: object) -> list[str]:
+        if failing[0]:
+            raise RuntimeError("the assignment service is down")
+        return ["t:0"]
+
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL, assigner=assigner)
+    keeper.pin({T1: -1})
+    keeper.round()
+    assert fetcher.held() == {T0, T1}
+    failing[0] = True
+    keeper.unpin([T1])
+    keeper.round()
+    assert fetcher.held() == {T0}

@@ -147,15 +147,25 @@ def test_deadline_counts_down_on_its_clock() -> None:
     assert deadline.expired
 
 
-def test_failure_slot_raises_the_kept_failure_once() -> None:
-    """A background failure is raised by the next call only; a later one replaces it."""
+def test_failure_slot_raises_the_first_failure_once_and_counts_the_later_ones() -> None:
+    """The next call raises the first failure kept, noting how many came after it (logged).
+
+    A later failure replaced it: an on_revoked that failed (so its commit was skipped) was
+    never raised when an on_assigned failed in the same round (the review of 2026-11-29, later).
+    """
     slot = FailureSlot()
     slot.raise_once()  # nothing kept: nothing raised
     slot.store(ConfigError("first"))
     slot.store(ConfigError("second"))
-    with pytest.raises(ConfigError, match="second"):
+    slot.store(ConfigError("third"))
+    with pytest.raises(ConfigError, match="first") as raised:
         slot.raise_once()
+    assert raised.value.__notes__ == ["2 more failures came after it; each is in the log"]
     slot.raise_once()
+    slot.store(ConfigError("fourth"))
+    with pytest.raises(ConfigError, match="fourth") as again:
+        slot.raise_once()
+    assert not hasattr(again.value, "__notes__")
 
 
 def test_retry_immediately_tries_again_only_for_accepted_errors() -> None:

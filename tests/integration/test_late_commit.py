@@ -83,6 +83,9 @@ def _run(direct: str, proxied: str, proxy: TcpProxy) -> None:
         _consume_to_end(other, high)
         assert committed(direct, group, topic, 1)[0] == high
         proxy.restore()
+        # The held commit goes out now, and its answer comes: only then does the check below
+        # show the new owner's commit over it (before this wait it passed at once, untested).
+        wait_until(commits.settled, 30, "the held commit's answer", 0.1)
         wait_until(
             lambda: committed(direct, group, topic, 1)[0] == high, 30,
             f"the group's committed offset back at the new owner's {high}", 0.5,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from client_balance._version import __version__
 from client_balance.consumer._buffers import Positions
 from client_balance.consumer._results import AssignmentContext
-from client_balance.errors import ConfigError
+from client_balance.errors import ConfigError, InvalidOffsetError
 from client_balance.keys import (
     RESUME_OFFSET,
     TopicPartition,
@@ -88,7 +88,11 @@ def user_target(answer: UserTarget) -> dict[TopicPartition, int]:
     target: dict[TopicPartition, int] = {}
     named_by: dict[TopicPartition, object] = {}
     for key, offset in answer.items():
-        partition, start = to_topic_partition(key), check_bootstrap_offset(offset)
+        partition = to_topic_partition(key)
+        try:  # None resumes, as for pin(); the partition is named with a bad offset
+            start = RESUME_OFFSET if offset is None else check_bootstrap_offset(offset)
+        except InvalidOffsetError as error:
+            raise InvalidOffsetError(f"for {key!r}: {error}", offset=error.offset) from None
         if target.get(partition, start) != start:  # which would win is the dict's order
             raise ConfigError(
                 f"the assignment callback's keys {named_by[partition]!r} and {key!r} name "

@@ -100,7 +100,8 @@ def assignment_problem(  # noqa: PLR0911 - one check per way an answer can be wr
     owners: dict[TopicPartition, str] = {}
     for member_id, held in answer.items():
         if member_id not in topics_of:
-            return None, f"assigned partitions to {member_id!r}, which is not a member"
+            known = sorted(topics_of)
+            return None, f"assigned partitions to {member_id!r}, which is not a member {known}"
         if isinstance(held, str | bytes) or not isinstance(held, Iterable):
             return None, f"gave member {member_id!r} {held!r}, not a collection of partitions"
         for value in cast("Iterable[object]", held):
@@ -112,7 +113,11 @@ def assignment_problem(  # noqa: PLR0911 - one check per way an answer can be wr
             if not 0 <= partition.partition < counts.get(partition.topic, 0):
                 return None, f"gave {member_id!r} partition {partition}, which does not exist"
             if partition in owners:
-                return None, f"gave {partition} to both {owners[partition]!r} and {member_id!r}"
+                twice = owners[partition] == member_id
+                return None, (
+                    f"gave {partition} to {member_id!r} twice" if twice
+                    else f"gave {partition} to both {owners[partition]!r} and {member_id!r}"
+                )  # fmt: skip
             owners[partition] = member_id
             assignment[member_id].append(partition)
     if complete:

@@ -9,12 +9,12 @@ from typing import Any, cast
 
 import pytest
 
-from client_balance import ClientBalanceSettings, ConfigError, GroupMode
+from client_balance import ClientBalanceSettings, ConfigError, GroupMode, InvalidOffsetError
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import PartitionMeta
-from client_balance.consumer._setup import MemberSetup
+from client_balance.consumer._setup import MemberSetup, user_target
 from client_balance.consumer._starts import StartCommit
 from client_balance.consumer._targets import TargetPlanner
 from client_balance.keys import TopicPartition
@@ -299,3 +299,15 @@ def test_an_unpin_holds_while_the_assigner_fails() -> None:
     keeper.unpin([T1])
     keeper.round()
     assert fetcher.held() == {T0}
+
+
+def test_an_assigner_offset_of_none_resumes_and_a_bad_one_is_named_with_its_key() -> None:
+    """{key: None} resumes, as pin(key, None) does; {key: -7} raises naming the key.
+
+    None was refused as no offset at all, and -7 was refused without naming the partition it
+    was given for (the review of 2026-11-29, later).
+    """
+    assert user_target({"t:0": None, "t:1": 5}) == {T0: -1, T1: 5}
+    with pytest.raises(InvalidOffsetError, match=r"for 't:1': bootstrap offset -7") as raised:
+        user_target({"t:0": None, "t:1": -7})
+    assert raised.value.offset == -7

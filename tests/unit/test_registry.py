@@ -169,12 +169,13 @@ def test_a_rule_gets_its_input_in_one_order() -> None:
     ("answer", "message"),
     [
         ([("Alpha", 0)], "answered a list, not a mapping of member id -> partitions"),
-        ({"C9": []}, "assigned partitions to 'C9', which is not a member"),
+        ({"C9": []}, r"assigned partitions to 'C9', which is not a member \['C1', 'C2'\]"),
         ({"C1": "Alpha:0"}, "gave member 'C1' 'Alpha:0', not a collection of partitions"),
         ({"C1": [("Alpha", "0")]}, r"gave member 'C1' \('Alpha', '0'\), not a \(topic, partition"),
         ({"C1": [(B, 0)]}, "gave Beta:0 to 'C1', which does not subscribe it"),
         ({"C2": [(A, 2)]}, "gave 'C2' partition Alpha:2, which does not exist"),
         ({"C1": [(A, 0)], "C2": [(A, 0)]}, "gave Alpha:0 to both 'C1' and 'C2'"),
+        ({"C1": [(A, 0), (A, 0)]}, "gave Alpha:0 to 'C1' twice"),
         ({"C1": [(A, 0)], "C2": [(A, 1)]}, "assigned Beta:0 to nobody"),
     ],
 )

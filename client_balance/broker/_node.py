@@ -28,6 +28,7 @@ from client_balance.broker._process import (
     read_ports,
     tail,
     tail_text,
+    write_argfile,
 )
 from client_balance.errors import BrokerStartError
 
@@ -45,6 +46,8 @@ _PROPERTIES_NAME = "server.properties"
 _LOG4J_NAME = "log4j2.properties"
 _CDS_DUMP_NAME = "classes.jsa"
 _FORMAT_TIMEOUT_S = 120.0
+_FORMAT_ARGS_NAME = ".format-args"
+"""StorageTool's arguments for a secured cluster (``java @file``), removed once it ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +192,15 @@ class KafkaNode:
         """
         jvm = self.launch.jvm(self.directory)
         sasl = self.launch.sasl.format_args() if self.launch.sasl is not None else []
-        # A short-lived tool: the client compiler and serial GC start it faster.
-        command = [
-            jvm[0], "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm[1:],
+        tool = [
             "kafka.tools.StorageTool", "format", *(["--standalone"] if standalone else []),
             "-t", cluster_id, "-c", str(self.properties_path), *sasl,
+        ]  # fmt: skip
+        if sasl:  # the admin's password: in a file of the owner's, not on a command line
+            tool = [f"@{write_argfile(self.directory / _FORMAT_ARGS_NAME, tool)}"]
+        # A short-lived tool: the client compiler and serial GC start it faster.
+        command = [
+            jvm[0], "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *jvm[1:], *tool
         ]  # fmt: skip
         return subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -207,6 +214,8 @@ class KafkaNode:
         except subprocess.TimeoutExpired:
             tool.kill()
             stdout, stderr = tool.communicate()
+        finally:
+            (self.directory / _FORMAT_ARGS_NAME).unlink(missing_ok=True)
         if tool.returncode != 0:
             output = tail_text(stdout + stderr)
             if self.launch.sasl is not None:

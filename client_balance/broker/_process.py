@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from client_balance._kafka import BROKER_POLL_S, METADATA_POLL_S, wait_until
@@ -25,6 +26,7 @@ __all__ = [
     "stop_pids",
     "tail",
     "tail_text",
+    "write_argfile",
 ]
 
 KILLED_REAP_S = 60.0
@@ -133,3 +135,17 @@ def stop_pids(pids: list[int], *, timeout_s: float = 20.0) -> list[int]:
     # SIGKILL cannot be refused: the wait is for the kernel to reap it, which it always does.
     wait_until(all_gone, timeout_s=KILLED_REAP_S, interval_s=METADATA_POLL_S)
     return running
+
+
+def write_argfile(path: Path, arguments: Iterable[str]) -> Path:
+    """Write a java launcher argument file (``java @path``) that only its owner can read.
+
+    One quoted argument a line, so that a path with spaces stays one argument. What it holds
+    is not on the process's command line, which every local user can read.
+    """
+    path.unlink(missing_ok=True)  # an old one keeps its mode through O_CREAT
+    quoted = ('"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"' for part in arguments)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write("\n".join(quoted) + "\n")
+    return path

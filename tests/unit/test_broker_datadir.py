@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from client_balance.broker import LocalKafka
 from client_balance.broker import _local as local
+from client_balance.broker._config import Sasl
 from client_balance.broker._datadir import MARKER_NAME, create_data_dir, is_marked
+from client_balance.broker._node import KafkaNode, Launch
 from client_balance.cli import _broker as cli_broker
 from client_balance.cli import main
 from client_balance.errors import BrokerToolMissingError, ConfigError
@@ -223,3 +226,43 @@ def test_a_detached_start_whose_state_file_cannot_be_written_stops_its_broker(
     assert main(args) == 1
     assert _StartedBroker.stopped
     assert "cannot write the state file" in capsys.readouterr().err
+
+
+def test_the_admin_password_is_never_on_a_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The format of a SASL broker reads its arguments from a file only its owner can read.
+
+    ``--add-scram ...password=...`` was on StorageTool's command line, which every local user
+    can read in /proc/<pid>/cmdline while the format runs (the review of 2026-11-29, later).
+    """
+    commands: list[list[str]] = []
+
+    class _Tool:
+        returncode = 0
+
+        def __init__(self, command: list[str], **_options: object) -> None:
+            commands.append(command)
+            [argfile] = [part[1:] for part in command if part.startswith("@")]
+            self.argfile = Path(argfile)
+            self.mode = self.argfile.stat().st_mode & 0o777
+            self.arguments = self.argfile.read_text()
+
+        def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+            return "", ""
+
+    monkeypatch.setattr("client_balance.broker._node.subprocess.Popen", _Tool)
+    sasl = Sasl.for_data_dir("SCRAM-SHA-512", "admin", "S3CRETadminpw", tmp_path)
+    launch = Launch(
+        java="java", libs=tmp_path, version="4.3.1", heap_mb=512, die_with_parent=True,
+        class_data_sharing=False, progress=None, sasl=sasl,
+    )  # fmt: skip
+    kafka_node = KafkaNode(1, tmp_path, launch, dumps_cds=True)
+    tool = kafka_node.start_format("cluster-id", standalone=True)
+    assert not [part for part in commands[0] if "S3CRET" in part]
+    assert isinstance(tool, _Tool)
+    assert tool.mode == 0o600
+    assert "kafka.tools.StorageTool" in tool.arguments
+    assert "password=S3CRETadminpw" in tool.arguments
+    kafka_node.check_format(cast(Any, tool))
+    assert not tool.argfile.exists()  # gone once the tool is done

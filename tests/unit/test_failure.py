@@ -73,3 +73,23 @@ def test_a_failing_hook_is_logged_with_its_traceback(caplog: pytest.LogCaptureFi
         hooks.assigned({"1:t:0": 0})
     [record] = [r for r in caplog.records if r.getMessage() == "application callback failed"]
     assert 'raise KeyError("x")' in record.exception  # type: ignore[attr-defined]
+
+
+def test_hooks_run_one_at_a_time_whatever_thread_calls_them() -> None:
+    """Hooks called from several threads at once never overlap (consumer.md, Lifecycle hooks)."""
+    inside, overlaps = [0], [0]
+
+    def slow_hook(positions: object) -> None:
+        inside[0] += 1
+        overlaps[0] += inside[0] > 1
+        threading.Event().wait(0.005)
+        inside[0] -= 1
+
+    hooks = PartitionHooks("me", on_assigned=slow_hook, on_revoked=slow_hook, on_lost=slow_hook)
+    calls = [hooks.assigned, hooks.revoked, hooks.lost] * 4
+    threads = [threading.Thread(target=call, args=({"1:t:0": 0},)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5.0)
+    assert overlaps == [0]

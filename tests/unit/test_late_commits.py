@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -451,3 +452,31 @@ def test_a_commit_whose_pick_is_under_way_is_not_settled() -> None:
     assert job.done.wait(5.0)
     assert sender.settled({("orders", 1)})
     sender.close(1.0)
+
+
+def test_commits_are_sent_one_at_a_time_in_the_order_they_were_asked() -> None:
+    """Commits from many threads reach the client one at a time, in the order queued.
+
+    A later commit landing before an earlier one would move a committed position back.
+    """
+    inside, overlaps = [0], [0]
+
+    def one_at_a_time() -> None:
+        inside[0] += 1
+        overlaps[0] += inside[0] > 1
+        time.sleep(0.002)
+        inside[0] -= 1
+
+    consumer = _SlowConsumer(during=one_at_a_time)
+    sender = CommitSender(lambda: consumer, "g", threading.Condition())
+    jobs = [sender.queue(functools.partial(_offset_of, at)) for at in range(1, 41)]
+    for job in jobs:
+        assert job.done.wait(5.0)
+    assert consumer.commits == [[at] for at in range(1, 41)]
+    assert overlaps == [0]
+    sender.close(1.0)
+
+
+def _offset_of(at: int) -> list[KafkaTopicPartition]:
+    """A commit's pick: orders-0 at ``at``."""
+    return [KafkaTopicPartition("orders", 0, at)]

@@ -32,9 +32,9 @@ from types import TracebackType
 from typing import Any, Self
 
 from client_balance._deserializers import Deserializer
-from client_balance._kafka import wait_until
 from client_balance._logging import get_logger
 from client_balance._metrics import check_metrics
+from client_balance.consumer._handoff import HandOff
 from client_balance.consumer._hooks import PartitionHook, PartitionHooks
 from client_balance.consumer._launch import Running, launch
 from client_balance.consumer._parse import (
@@ -72,9 +72,6 @@ __all__ = ["ClientBalanceConsumer"]
 _log = get_logger("consumer")
 
 _CREATED, _RUNNING, _STOPPING, _STOPPED = "created", "running", "stopping", "stopped"
-_READY_POLL_S = 0.02
-_STOPPER = "client-balance-shutdown"
-"""The thread that finishes a ``shutdown()`` called from a callback."""
 PartitionKeys = str | TopicPartition | Iterable[str | TopicPartition]
 """One partition key, or several."""
 
@@ -119,6 +116,7 @@ class ClientBalanceConsumer:
         self._run: Running | None = None
         # The first shutdown() done; the threads it may wait for, which must not wait for it.
         self._stopped, self._stoppers = threading.Event(), set[threading.Thread]()
+        self._hand_off = HandOff(self._hooks.failures)  # shutdown() from a callback
 
     # ------------------------------------------------------------------ properties
     @property
@@ -215,15 +213,18 @@ class ClientBalanceConsumer:
             run = self._run if self._state == _RUNNING else None
             if run is None:
                 self._state = _STOPPED if self._state == _CREATED else self._state
+                # A hook's thread holds what the stopping thread needs: it must not wait.
                 waits = self._state == _STOPPING and current_thread() not in self._stoppers
+                waits = waits and not self._hooks.running_here()
             else:
                 stopper = current_thread()
                 if run.in_callback():
-                    stopper = threading.Thread(target=self._stop, args=(run,), name=_STOPPER)
+                    stopper = self._hand_off.thread(lambda: self._stop(run))
                 self._state, self._stoppers = _STOPPING, {stopper, run.reconciler.thread}
         if run is None:
             if waits:  # a second call returns once the first has released everything
                 self._stopped.wait()
+                self._hand_off.raise_once()
             return
         if stopper is not current_thread():
             stopper.start()
@@ -280,13 +281,7 @@ class ClientBalanceConsumer:
     def is_partitions_ready(self, max_wait_s: float) -> bool:
         """Wait up to ``max_wait_s`` until at least one partition is registered."""
         timeout_s = check_wait("max_wait_s", max_wait_s)
-        fetcher = self._running().fetcher
-        return wait_until(
-            lambda: bool(fetcher.held()),
-            timeout_s=timeout_s,
-            interval_s=_READY_POLL_S,
-            keep_waiting=lambda: self._state == _RUNNING,
-        )
+        return self._running().wait_held(timeout_s, lambda: self._state == _RUNNING)
 
     def registered_partitions(self) -> set[str]:
         """The keys of the partitions this consumer holds now."""

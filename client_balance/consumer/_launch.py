@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from client_balance._deserializers import Deserializer
-from client_balance._kafka import AdminOwner, admin_client, group_client
+from client_balance._kafka import AdminOwner, admin_client, group_client, wait_until
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
 from client_balance.consumer import _reconcile
@@ -43,6 +43,8 @@ from client_balance.settings import ClientBalanceSettings
 __all__ = ["Running", "launch"]
 
 _log = get_logger("consumer")
+_READY_POLL_S = 0.02
+"""How often ``is_partitions_ready()`` looks."""
 
 _NO_BATCH_REASONS = {
     NoMessageError.NO_PARTITION: "no partition is registered",
@@ -167,6 +169,13 @@ class Running:
         holders = status.holders() if status is not None else {}
         full = self.meta.with_watermarks(max_age_s=1.0, holders=holders)
         return {meta.key: meta for meta in full.values()}
+
+    def wait_held(self, timeout_s: float, running: Callable[[], bool]) -> bool:
+        """Wait up to ``timeout_s`` (while ``running()``) until a partition is held."""
+        return wait_until(
+            lambda: bool(self.fetcher.held()),
+            timeout_s=timeout_s, interval_s=_READY_POLL_S, keep_waiting=running,
+        )  # fmt: skip
 
     def in_callback(self) -> bool:
         """Whether this thread runs a hook, or a round (an ``assigner`` or strategy, say)."""

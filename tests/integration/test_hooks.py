@@ -280,6 +280,7 @@ def test_shutdown_from_a_hook_that_disconnect_runs_finishes_once_the_hook_return
         due.start()  # a round comes due while the hook flushes
         due.join(0.3)
         consumer.shutdown()  # returns at once: the shutdown goes on after the hook
+        consumer.shutdown()  # so does a second call: this thread holds what it would wait for
 
     consumer = ClientBalanceConsumer(kafka_settings(), on_revoked=stop_for_good)
     consumer.start([topic], -1, 0)
@@ -313,10 +314,19 @@ def test_shutdown_from_a_hook_that_a_round_runs_revokes_each_partition_once(
     topic = new_topic(partitions=2)
     produce(kafka_bootstrap, topic, 20, partitions=2)
     revoked: list[list[str]] = []
+    raised: list[CallbackError] = []
 
     def stop_for_good(positions: Mapping[str, int]) -> None:
         revoked.append([_identity(key) for key in positions])
         consumer.shutdown()
+        if len(revoked) == 1:
+            raise OSError("disk full: state not written")
+
+    def shutdown_and_catch() -> None:
+        try:
+            consumer.shutdown()
+        except CallbackError as error:
+            raised.append(error)
 
     consumer = ClientBalanceConsumer(kafka_settings(), on_revoked=stop_for_good)
     consumer.start([topic], 2, 0, pinned=[f"{topic}:0", f"{topic}:1"])  # node 0 of 2
@@ -324,8 +334,10 @@ def test_shutdown_from_a_hook_that_a_round_runs_revokes_each_partition_once(
     # The next round releases node 1's share, and that release's hook stops the member.
     consumer.unpin([f"{topic}:0", f"{topic}:1"])
     wait_until(lambda: bool(revoked), 30, "the round's on_revoked")
-    stopping = threading.Thread(target=consumer.shutdown, daemon=True)
+    stopping = threading.Thread(target=shutdown_and_catch, daemon=True)
     stopping.start()
     stopping.join(30)
     assert not stopping.is_alive(), "the shutdown begun in the hook never finished"
     assert sorted(key for keys in revoked for key in keys) == [f"{topic}:0", f"{topic}:1"]
+    # The hook's failure in the round: raised by the shutdown that waited for the handed-off one.
+    assert [error.callback for error in raised] == ["on_revoked"]

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
-from client_balance._secrets import MASK
+from client_balance._secrets import before_last_at_masked
 from client_balance.errors import ConfigError
 
 __all__ = [
@@ -116,7 +115,7 @@ def check_registry_url(url: str) -> str:
         scheme, _, rest = part.strip().partition("://")
         if scheme not in ("http", "https", "mock") or not rest:
             raise ConfigError(
-                f"schema_registry_url: {_without_userinfo(part.strip())!r} is not an http:// "
+                f"schema_registry_url: {before_last_at_masked(part.strip())!r} is not an http:// "
                 "or https:// URL (mock:// names confluent-kafka's in-memory registry, for tests)"
             )
         if "@" in rest:  # anywhere: a password with a raw "/" puts it past the host
@@ -125,19 +124,6 @@ def check_registry_url(url: str) -> str:
                 "repr); give them as schema_registry_basic_auth='user:password'"
             )
     return url
-
-
-# A scheme as a URL gives it, with or without its slashes, however mistyped the rest is.
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/{0,2}")
-
-
-def _without_userinfo(part: str) -> str:
-    """``part`` for a message: whatever precedes its last ``@`` (a user, a password) masked."""
-    if "@" not in part:
-        return part
-    scheme = _SCHEME.match(part)
-    prefix = scheme.group() if scheme else ""
-    return f"{prefix}{MASK}@{part.rsplit('@', 1)[1]}"
 
 
 def _fastavro(field: str) -> Any:

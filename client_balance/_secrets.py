@@ -114,20 +114,37 @@ def masked(config: Mapping[str, Any]) -> dict[str, Any]:
         elif callable(value):
             shown[key] = repr(_Named(value))
         else:
-            shown[key] = without_userinfo(value) if isinstance(value, str) else value
+            shown[key] = url_without_userinfo(value) if isinstance(value, str) else value
     return shown
 
 
-_USERINFO = re.compile(r"(://)[^/@\s\"'<>]+@")
+# Up to the last "@" of the word: a password may hold a raw "/" or "@".
+_USERINFO = re.compile(r"(://)[^\s\"'<>]*@")
+# A scheme as a URL gives it, with or without its slashes, however mistyped the rest is.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/{0,2}")
 
 
 def without_userinfo(text: str) -> str:
-    """``text`` with the credentials of every URL in it (``scheme://user:password@``) masked.
+    """``text`` (a message, a log line) with the credentials of every URL in it masked.
 
     A URL is no secret by its key's name (``sasl.oauthbearer.token.endpoint.url``), yet one
     may carry a client secret, and librdkafka repeats it in its log lines.
     """
     return _USERINFO.sub(rf"\1{MASK}@", text)
+
+
+def url_without_userinfo(value: str) -> str:
+    """A value that is a URL (``://``) with whatever precedes its last ``@`` masked."""
+    return before_last_at_masked(value) if "://" in value else value
+
+
+def before_last_at_masked(part: str) -> str:
+    """``part``, a URL however mistyped, with all between its scheme and last ``@`` masked."""
+    if "@" not in part:
+        return part
+    scheme = _SCHEME.match(part)
+    prefix = scheme.group() if scheme else ""
+    return f"{prefix}{MASK}@{part.rsplit('@', 1)[1]}"
 
 
 # librdkafka quotes the rest of a sasl.oauthbearer.config it cannot parse, up to the end of its
@@ -227,7 +244,7 @@ def for_repr(value: Any) -> Any:
     if callable(value):
         return _Named(value)
     if isinstance(value, str):
-        return without_userinfo(value)
+        return url_without_userinfo(value)
     if isinstance(value, dict):
         return {key: for_repr(item) for key, item in value.items()}
     return value

@@ -26,7 +26,6 @@ from client_balance._secrets import (
     for_repr,
     is_secret_key,
     is_secret_value,
-    without_userinfo,
 )
 from client_balance._settings_environment import ENV_PREFIX, environment_values
 from client_balance.errors import ConfigError
@@ -322,7 +321,8 @@ def _concealed(name: str, field: Setting | None, value: Any) -> Any:
     """
     if field is None or value is None:
         return value
-    if field.shown and isinstance(value, str) and without_userinfo(value) != value:
+    # The constructor refuses credentials in such a URL (in_errors="nothing": never echoed).
+    if field.shown and field.in_errors == "nothing" and isinstance(value, str) and "@" in value:
         raise ConfigError(
             f"model_copy: {name} is a URL holding credentials (user:password@), which would "
             "show in every repr; give them where the settings keep secrets"

@@ -66,7 +66,13 @@ never polled would keep every line queued for as long as it lives.
 
 def _no_url_credentials(record: logging.LogRecord) -> bool:
     """Mask URLs' credentials: librdkafka repeats a token endpoint's URL in its log lines."""
-    record.msg, record.args = without_userinfo(record.getMessage()), ()
+    try:
+        said = record.getMessage()
+    except Exception:  # a malformed record: logging's own handleError reports it
+        return True
+    masked = without_userinfo(said)
+    if masked != said:  # only then: a handler may group records by their template
+        record.msg, record.args = masked, ()
     return True
 
 

@@ -28,6 +28,7 @@ from client_balance.consumer._throttle import RefusedConnects
 from client_balance.errors import (
     ClientBalanceError,
     GroupConflictError,
+    NotStartedError,
     PartitionNotFoundError,
     PartitionOccupiedError,
     PinConflictError,
@@ -127,10 +128,10 @@ class PartitionKeeper:
         if not chosen:
             return
         wait = _reconcile.RELEASE_WAIT_S if wait_s is None else wait_s
-        confirmed = self._fetcher.quiesce(chosen, wait)
-        positions = {self._meta.holding_key(tp): at for tp, at in confirmed.items()}
         written = False  # a flush that failed: committing would pass a state not written
         try:
+            confirmed = self._fetcher.quiesce(chosen, wait)
+            positions = {self._meta.holding_key(tp): at for tp, at in confirmed.items()}
             if commit:
                 written = self.hooks.revoked(positions)
             else:
@@ -145,6 +146,10 @@ class PartitionKeeper:
 
     def _register(self, wanted: Mapping[TopicPartition, int], shown_key: str | None = None) -> None:
         self._report_lost()  # a fence's on_lost still owed: before a new holding's on_assigned
+        if self.stopping:  # that hook, say, called shutdown()
+            if shown_key is not None:
+                raise NotStartedError(f"{shown_key} is not registered: the consumer stops")
+            return
         for partition in wanted:
             self._meta.check_registrable(partition, shown_key or str(partition))
         claimed = self._claim(wanted, shown_key)

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 
+from client_balance._logging import get_logger
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._meta import MetaCache
 from client_balance.consumer._results import AssignmentContext, MemberView, PartitionMeta
@@ -31,6 +32,8 @@ from client_balance.strategies import Member, get_strategy
 from client_balance.strategies._nodes import node_share, partition_counts
 
 __all__ = ["TargetPlanner", "check_pin_topics"]
+
+_log = get_logger("reconcile")
 
 _WATERMARKS_MAX_AGE_S = 1.0
 """An assigner's watermarks are at most this old: one query for all partitions per second."""
@@ -110,6 +113,7 @@ class TargetPlanner:
                 key=key,
                 holder=others[partition],
             )
+            _log.warning("pin dropped", partition=key, pinned_by=others[partition])
             self._hooks.failures.store(error)
 
     # ------------------------------------------------------------------ the target

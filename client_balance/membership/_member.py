@@ -46,8 +46,9 @@ _log = get_logger("membership")
 _SETTLE_POLL_S = 0.1
 """How often a fenced member whose report got through looks again for its commits' answers."""
 _RETRY_REPORT_AT_MOST_S = 1.0
-"""After a failed report the next comes this soon (a quarter interval, if shorter): a whole
-interval later, the lease's margin had passed and one refused report fenced a healthy member."""
+"""After a failed report the next comes this soon (a quarter interval, if shorter), then twice
+as late after each failure, up to the interval: a whole interval later, the lease's margin had
+passed and one refused report fenced a healthy member."""
 
 
 class StatusMember(GroupLookups):
@@ -76,6 +77,7 @@ class StatusMember(GroupLookups):
         """Told what its threads' steps raise unexpectedly (``keep_running``); they go on."""
         self._awaiting_commits = False
         self._report_wait_s = settings.report_interval_s  # shorter after a failed report
+        self._failed_reports = 0  # in a row
         timeout_s = settings.request_timeout_s
         kafka = settings.admin_config()
         topic = settings.status_topic
@@ -307,10 +309,15 @@ class StatusMember(GroupLookups):
             silent_s = time.monotonic() - self._last_written_s
             _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
             self._fence_if_silent()
-            interval_s = self._settings.report_interval_s
-            self._report_wait_s = min(interval_s / 4, _RETRY_REPORT_AT_MOST_S)
+            interval_s, self._failed_reports = (
+                self._settings.report_interval_s,
+                self._failed_reports + 1,
+            )
+            first_s = min(interval_s / 4, _RETRY_REPORT_AT_MOST_S)
+            self._report_wait_s = min(first_s * 2 ** (self._failed_reports - 1), interval_s)
             return
         self._last_written_s, self._report_wait_s = sent, self._settings.report_interval_s
+        self._failed_reports = 0
         self._awaiting_commits = self._fenced and not self._commits_settled()
         if self._awaiting_commits:
             # Back only once it has landed: the others then see this member return after

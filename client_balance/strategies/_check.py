@@ -135,10 +135,10 @@ def _answer(strategy: Strategy, number: int, partitions: Mapping[str, int],
     where = f"example {number} ({_describe(partitions, members)})"
     try:
         answer = strategy.assign(partitions, members)
-    except StrategyContractError as error:
+    except StrategyContractError as error:  # the rule's own exception stays its cause
         raise StrategyContractError(
             f"{error} [{where}]", strategy=strategy.name, violation=error.violation
-        ) from None
+        ) from error.__cause__
     except Exception as error:
         raise StrategyContractError(
             f"strategy {strategy.name!r} raised {type(error).__name__}: {error} [{where}]",

@@ -199,7 +199,7 @@ def test_scrub_cuts_a_quoted_tail_whole_and_masks_credentials_in_urls() -> None:
         scrub(error, None) == f'KafkaError{{code=_INVALID_ARG,str="config beginning at: {MASK}"}}'
     )
     said = 'Failed to retrieve OIDC token from "https://cid:S3CRETurl@idp.example/token"'
-    assert (
-        scrub(said, None)
-        == f'Failed to retrieve OIDC token from "https://{MASK}@idp.example/token"'
-    )
+    assert scrub(said) == f'Failed to retrieve OIDC token from "https://{MASK}@idp.example/token"'
+    said = "token from https://cid:S3CRET/u@rl@idp.example/token failed; mail admin@example.com"
+    masked = f"token from https://{MASK}@idp.example/token failed; mail admin@example.com"
+    assert scrub(said) == masked

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from client_balance import ClientBalanceSettings
+from client_balance._kafka._clients import KAFKA_LOGGER
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
@@ -88,3 +89,26 @@ def test_a_logger_of_the_users_in_kafka_settings_gets_the_lines_instead(
     assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
     names = {r.name for r in caplog.records if "rdkafka#" in r.getMessage()}
     assert names == {"my.kafka"}
+
+
+def test_librdkafka_lines_lose_url_credentials_and_keep_their_template_otherwise() -> None:
+    """A line with a URL's user:password is masked; any other keeps its message and args.
+
+    The filter rewrote every record into its formatted text, so a handler grouping records
+    by their template saw none (the review of 2026-11-29, later).
+    """
+    said: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record)
+
+    handler = _Keep()
+    KAFKA_LOGGER.addHandler(handler)
+    try:
+        KAFKA_LOGGER.error("%s from %s", "OIDC", "https://cid:S3CRET@idp/token")
+        KAFKA_LOGGER.error("%s to %s failed", "Connect", "127.0.0.1:9092")
+    finally:
+        KAFKA_LOGGER.removeHandler(handler)
+    assert said[0].getMessage() == "OIDC from https://**********@idp/token"
+    assert (said[1].msg, said[1].args) == ("%s to %s failed", ("Connect", "127.0.0.1:9092"))

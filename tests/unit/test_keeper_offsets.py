@@ -9,7 +9,13 @@ from typing import Any, cast
 
 import pytest
 
-from client_balance import ClientBalanceSettings, ConfigError, GroupMode, InvalidOffsetError
+from client_balance import (
+    ClientBalanceSettings,
+    ConfigError,
+    GroupMode,
+    InvalidOffsetError,
+    NotStartedError,
+)
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._meta import MetaCache
@@ -311,3 +317,45 @@ def test_an_assigner_offset_of_none_resumes_and_a_bad_one_is_named_with_its_key(
     with pytest.raises(InvalidOffsetError, match=r"for 't:1': bootstrap offset -7") as raised:
         user_target({"t:0": None, "t:1": -7})
     assert raised.value.offset == -7
+
+
+def test_a_ctrl_c_while_a_release_waits_for_a_batch_leaves_nothing_releasing() -> None:
+    """A KeyboardInterrupt while the release waits for a batch out: released, nothing committed.
+
+    The wait was outside the release's guard: the partition stayed marked releasing, never
+    handed out or committed again (the review of 2026-11-29, later).
+    """
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL)
+    keeper.connect(T0, 100, "t:0")
+    fetcher.positions[T0] = 150
+
+    def interrupted(partitions: object, wait_s: float) -> dict[TopicPartition, int]:
+        raise KeyboardInterrupt
+
+    fetcher.quiesce = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        keeper.disconnect(T0)
+    assert T0 not in fetcher.held()
+    assert fetcher.committed[T0] == 100
+
+
+def test_a_connect_whose_owed_on_lost_stops_the_consumer_registers_nothing() -> None:
+    """connect() runs a fence's owed on_lost first; if that hook stops the consumer, no register.
+
+    It went on to register the partition and run on_assigned on a consumer stopping
+    (the review of 2026-11-29, later).
+    """
+    assigned: list[object] = []
+    keeper, _, fetcher = _keeper(GroupMode.MANUAL)
+
+    def stop(_positions: object) -> None:
+        keeper.stopping = True  # what shutdown() from the hook does first
+
+    keeper.hooks = PartitionHooks("me", on_lost=stop, on_assigned=assigned.append)
+    keeper.connect(T0, -1, "t:0")
+    fetcher.let_go = lambda partitions: [fetcher.positions.pop(tp) for tp in partitions]  # type: ignore[attr-defined]
+    keeper.lose_all()
+    with pytest.raises(NotStartedError, match="the consumer stops"):
+        keeper.connect(T1, -1, "t:1")
+    assert T1 not in fetcher.held()
+    assert len(assigned) == 1

@@ -459,3 +459,19 @@ def test_a_rule_that_raises_is_a_contract_error_naming_the_strategy() -> None:
     assert raised.value.violation == "raises"
     assert isinstance(raised.value.__cause__, KeyError)
     assert pickle.loads(pickle.dumps(raised.value)).violation == "raises"
+
+
+def test_check_strategy_keeps_a_raising_rules_own_exception_as_the_cause() -> None:
+    """check_strategy() of a rule that raises: its KeyError stays the cause, traceback and all.
+
+    The contract error was raised ``from None`` over the one naming the rule, and the rule's
+    own exception (where in the user's code) was lost (the review of 2026-11-29, later).
+    """
+
+    def broken(partitions: Mapping[str, int], members: Sequence[Member]) -> Assignment:
+        raise KeyError("no such member")
+
+    with pytest.raises(StrategyContractError) as raised:
+        check_strategy(register_strategy("broken", broken))
+    assert raised.value.violation == "raises"
+    assert isinstance(raised.value.__cause__, KeyError)

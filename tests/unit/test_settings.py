@@ -356,17 +356,22 @@ def test_credentials_in_a_url_or_a_callable_never_show() -> None:
     a registry URL given to model_copy were shown whole (the review of 2026-11-29, later).
     """
     decrypt = functools.partial(bytes, encoding="S3CRETaeskey")
-    settings = ClientBalanceSettings(
-        **BASE,
-        kafka={"sasl.oauthbearer.token.endpoint.url": "https://cid:S3CRETurl@idp.example/token"},
-        value_deserializer=decrypt,
-    )
-    for shown in (repr(settings), str(settings), settings.model_dump_json()):
-        assert "S3CRET" not in shown
-        assert "idp.example/token" in shown or "callable" in shown
+    for url in (
+        "https://cid:S3CRETurl@idp.example/token",
+        "https://cid:S3CRET/url@idp.example/token",  # a raw "/" and "@" in the password
+        "https://cid:S3CRET@url@idp.example/token",
+    ):
+        settings = ClientBalanceSettings(
+            **BASE, kafka={"sasl.oauthbearer.token.endpoint.url": url}, value_deserializer=decrypt
+        )
+        for shown in (repr(settings), str(settings), settings.model_dump_json()):
+            assert "S3CRET" not in shown
+            assert "idp.example/token" in shown
     with pytest.raises(ConfigError, match="schema_registry_url") as refused:
-        settings.model_copy(update={"schema_registry_url": "https://u:S3CRETreg@registry:8081"})
+        settings.model_copy(update={"schema_registry_url": "https://u:S3CRET/reg@registry:8081"})
     assert "S3CRET" not in str(refused.value)
+    kept = settings.model_copy(update={"group_id": "svc://team@prod"})  # no URL of credentials
+    assert kept.group_id == "svc://team@prod"
 
 
 def test_a_kafka_value_of_the_wrong_type_is_named_by_its_type_only() -> None:

@@ -34,6 +34,7 @@ class FakeWriter:
     def __init__(self, *args: object, timeout_s: float = 1.0, **kwargs: object) -> None:
         self.failing = False
         self.fail_next = 0  # writes that fail at once, then land again
+        self.attempts = 0
         self.hanging = False
         self.answers_lost = False  # the records land, the answer does not
         self.timeout_s = timeout_s
@@ -45,6 +46,7 @@ class FakeWriter:
         self, records: Iterable[tuple[bytes, bytes | None]], *, within_s: float | None = None
     ) -> list[tuple[int, int]]:
         """Store the records, or raise a retriable timeout (``hanging``: after the whole wait)."""
+        self.attempts += 1
         wait_s = self.timeout_s if within_s is None else min(within_s, self.timeout_s)
         if self.hanging:  # a broker that takes the connection and never answers
             self.bounds.append(wait_s)
@@ -244,6 +246,27 @@ def test_one_report_that_fails_at_once_is_tried_again_before_the_fence(
     assert writer.fail_next == 0
     assert len(writer.records) > written
     assert fenced == []
+    member.leave()
+
+
+def test_reports_that_keep_failing_are_tried_less_and_less_often(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """Failed reports are retried a quarter interval later, then twice as late each time.
+
+    A report refused for good (an ACL, say) was tried again every quarter interval for as
+    long as the member lived (the review of 2026-11-29, later).
+    """
+    member = member_on_fakes(monkeypatch, fenced, report_interval_s=0.5, lease_timeout_s=1.5)
+    member.join()
+    writer = member._writer
+    assert isinstance(writer, FakeWriter)
+    before = writer.attempts
+    writer.failing = True
+    time.sleep(2.2)  # retries after 0.125, 0.25, 0.5, 0.5, 0.5 s: not one every 0.125 s
+    tried = writer.attempts - before
+    writer.failing = False
+    assert 3 <= tried <= 8, f"{tried} attempts in 2.2 s"
     member.leave()
 
 

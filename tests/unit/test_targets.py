@@ -6,6 +6,7 @@ pin the edge cases: contested pins, every way an assigner can fail, pins of othe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -111,11 +112,19 @@ def test_manual_mode_keeps_what_it_holds_except_another_members_pin() -> None:
     assert target == {PARTITIONS[0]: RESUME_OFFSET}
 
 
-def test_a_pin_another_member_made_first_is_yielded_and_reported() -> None:
-    """Two members pinned one partition: the later drops its pin and keeps a PinConflictError."""
+def test_a_pin_another_member_made_first_is_yielded_and_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two members pinned one partition: the later drops its pin, logs it, keeps the error.
+
+    Logged too: another failure kept before it would have left it a mere count in a note
+    that says "each is in the log" (the review of 2026-11-29, later).
+    """
     planner, hooks = _planner(GroupMode.MANUAL, source_count=-1)
     planner.pin({PARTITIONS[2]: RESUME_OFFSET}, {})
-    target = planner.target(META, set(), _status({PARTITIONS[2]: "earlier"}))
+    with caplog.at_level(logging.WARNING, logger="client_balance"):
+        target = planner.target(META, set(), _status({PARTITIONS[2]: "earlier"}))
+    assert [r.getMessage() for r in caplog.records] == ["pin dropped"]
     assert PARTITIONS[2] not in target
     assert planner.pins() == {}
     with pytest.raises(PinConflictError) as conflict:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -302,7 +303,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one worker."""
+    """Run one worker; the SDK's warnings go to its log (a test reads them: a fence, say)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    logging.getLogger("client_balance.kafka").setLevel(logging.CRITICAL)  # a broker's outage
     worker = Worker(parse_args(argv))
     signal.signal(signal.SIGTERM, worker.on_sigterm)
     return worker.run()

@@ -191,14 +191,16 @@ def test_added_partitions_are_consumed_within_one_reconcile_interval(
 
 @pytest.mark.timeout(240)
 def test_workers_recover_from_a_broker_restart(tmp_path: Path, groups: GroupFactory) -> None:
-    """Workers whose broker stops for 10 s and restarts recover by themselves and lose nothing."""
+    """Workers whose broker stops for 10 s and restarts recover, lose nothing, and never fence."""
     kafka = LocalKafka(data_dir=tmp_path / "kafka").start()
     try:
         bootstrap = kafka.bootstrap_servers
         admin.create_topics(bootstrap, {"outage": 4})
         produce(bootstrap, "outage", 8_000, partitions=4)
         group = groups(bootstrap, "outage", 2)
-        nodes = group.spawn_all("--batch-max", "100", "--confirm-delay-s", "0.05")
+        # The default lease: the outage is shorter than its fence (30 s less the margin).
+        options = ("--batch-max", "100", "--confirm-delay-s", "0.05", "--lease-timeout-s", "30")
+        nodes = group.spawn_all(*options)
         # Stop the broker mid-stream, while both workers still have messages to read.
         wait_until(
             lambda: all(count_confirmed(node.out) >= 3 for node in nodes),
@@ -223,5 +225,7 @@ def test_workers_recover_from_a_broker_restart(tmp_path: Path, groups: GroupFact
         wait_until(everything_read, timeout_s=90, what="every message read after the restart")
         group.stop(nodes)
         assert committed(bootstrap, group.group, "outage", 4) == high
+        # Shorter than the fence: nobody fenced itself (operations.md, Fencing).
+        assert not [node for node in nodes if "fenced:" in node.log.read_text()]
     finally:
         kafka.stop()

@@ -366,9 +366,14 @@ class ClientBalanceConsumer:
         self._running().fetcher.flush()
 
     def reconcile_now(self, timeout_s: float = 30.0) -> bool:
-        """Run a reconcile round now; True once it has finished within ``timeout_s``."""
+        """Run a reconcile round now; True once it has finished within ``timeout_s``.
+
+        From a hook or an ``assigner``: False at once, the round to follow once it returns (it
+        holds what the round needs; waiting, it waited out ``timeout_s``).
+        """
         timeout_s = check_wait("timeout_s", timeout_s)
-        return self._running().reconciler.run_round(timeout_s)
+        run = self._running()
+        return run.reconciler.run_round(0.0 if run.in_callback() else timeout_s)
 
 
 def _partitions(keys: PartitionKeys) -> list[TopicPartition]:

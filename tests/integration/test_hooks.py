@@ -341,3 +341,29 @@ def test_shutdown_from_a_hook_that_a_round_runs_revokes_each_partition_once(
     assert sorted(key for keys in revoked for key in keys) == [f"{topic}:0", f"{topic}:1"]
     # The hook's failure in the round: raised by the shutdown that waited for the handed-off one.
     assert [error.callback for error in raised] == ["on_revoked"]
+
+
+def test_reconcile_now_from_a_hook_returns_at_once_and_the_round_follows(
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    kafka_settings: Callable[..., ClientBalanceSettings],
+) -> None:
+    """reconcile_now() in an on_assigned that connect() runs: False at once, the round after.
+
+    It waited for a round that could not run until the hook's call returned: the whole
+    timeout, here ten minutes (the review of 2026-11-29).
+    """
+    topic = new_topic(partitions=1)
+    answers: list[bool] = []
+
+    def ask_for_a_round(_positions: Mapping[str, int]) -> None:
+        answers.append(consumer.reconcile_now(600.0))
+
+    with ClientBalanceConsumer(kafka_settings(), on_assigned=ask_for_a_round) as consumer:
+        consumer.start([topic], -1, 0)
+        connecting = threading.Thread(target=consumer.connect, args=(f"{topic}:0",), daemon=True)
+        connecting.start()
+        connecting.join(60)
+        assert not connecting.is_alive(), "connect() waited out its hook's reconcile_now()"
+        assert answers == [False]
+        assert consumer.reconcile_now(30.0)  # the rounds go on

@@ -198,6 +198,25 @@ async def test_a_confirm_cancelled_before_it_ran_rolls_the_batch_back() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_confirm_cancelled_while_it_runs_settles_the_batch_as_asked() -> None:
+    """A confirm the engine took already runs to its end when cancelled: confirmed, no rollback."""
+    engine = FakeEngine()
+    engine.open.set()
+    lanes = Lanes(engine, max_threads=2)
+    batch = await lanes.take(10.0)
+    engine.confirm_may_go.clear()
+    confirming = asyncio.create_task(lanes.settle(batch.confirm_context, True))
+    assert await asyncio.to_thread(engine.confirming.wait, 30)
+    confirming.cancel()
+    engine.confirm_may_go.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await confirming
+    await _closed(lanes)
+    assert engine.settled == [("0:t:0:1", True)]
+    assert engine.given_back == []
+
+
+@pytest.mark.asyncio
 async def test_closed_lanes_refuse_calls_with_420() -> None:
     """After close, every call raises NotStartedError, as the stopped engine does."""
     lanes = Lanes(FakeEngine(), max_threads=1)

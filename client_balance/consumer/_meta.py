@@ -73,6 +73,7 @@ class MetaCache:
         self._prefetched = False
         self._warm = warm
         self.prefetch_query = query
+        self._unanswered: set[str] = set()  # topics the last answer lacked, kept once
         self._holding_keys: dict[TopicPartition, str] = {}
         """The key each held partition was registered under (:meth:`holding_key`)."""
         self.started_s = clock()
@@ -104,6 +105,15 @@ class MetaCache:
 
     def _update(self, metadata: Any) -> None:
         layouts = topic_layouts(metadata, self._topics)
+        # One answer without a topic held before (a broker whose metadata lags) is not taken
+        # at its word: the round would release all of it, to take it back a round later.
+        for topic, layout in layouts.items():
+            before = self._layouts.get(topic)
+            if layout.leaders or before is None or not before.leaders:
+                self._unanswered.discard(topic)
+            elif topic not in self._unanswered:
+                self._unanswered.add(topic)
+                layouts[topic] = before
         if self._refreshed_s is not None and layouts == self._layouts:
             # Nothing moved: the set stands as it is. Building it again made a steady round at
             # 15,000 partitions spend a third of its CPU on 15,000 objects equal to the old.

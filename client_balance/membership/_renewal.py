@@ -132,13 +132,25 @@ class LogRenewal:
             found = self._topic_id()
         if not found:
             return False
-        self._claims.forget()
+        if found != self._known:
+            self._claims.forget()  # the old log went with its topic
+        elif not self._withdrawn():  # the same log, cut back: its claims may stand in it yet
+            return False
         if not self._reader.begin_anew(self._settings.request_timeout_s):
             return False
         with self._lock:
             self._known, self._news = found, None
             self._round += 1
         _log.warning("joining the status topic made anew", topic=self._topic)
+        return True
+
+    def _withdrawn(self) -> bool:
+        """Withdraw every claim (tombstones in the log); False if the write failed."""
+        try:
+            self._claims.withdraw(self._claims.claimed())
+        except KafkaClientError as error:  # asked again with the next report
+            _log.warning("withdrawing the claims failed", error=str(error))
+            return False
         return True
 
     def _topic_id(self) -> str | None:

@@ -222,3 +222,25 @@ def test_a_collector_the_application_turned_off_stays_off() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_one_answer_without_a_topic_keeps_its_partitions_until_the_next_says_so_too() -> None:
+    """A metadata answer that lacks a known topic (a broker lagging) is not taken at its word.
+
+    One such answer emptied the topic's set: the round released every partition of it
+    (on_revoked, commits, claims withdrawn) to take them back a round later (the review of
+    2026-11-29, later). Two answers in a row are believed: the topic is gone.
+    """
+    missing = SimpleNamespace(topics={"orders": SimpleNamespace(error="UNKNOWN", partitions={})})
+    answers = [_metadata(2), missing, _metadata(2), missing, missing]
+    meta = MetaCache({"orders": None}, lambda: answers.pop(0), _Ids([0.0]), lambda ps: {})
+    both = {TopicPartition("orders", 0), TopicPartition("orders", 1)}
+    meta.refresh(max_age_s=0.0)
+    assert set(meta.snapshot()) == both
+    meta.refresh(max_age_s=0.0)
+    assert set(meta.snapshot()) == both  # one answer: asked again next round
+    meta.refresh(max_age_s=0.0)
+    assert set(meta.snapshot()) == both
+    meta.refresh(max_age_s=0.0)
+    meta.refresh(max_age_s=0.0)
+    assert meta.snapshot() == {}  # said twice in a row: gone

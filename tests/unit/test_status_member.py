@@ -477,6 +477,31 @@ def test_a_status_topic_made_anew_fences_at_once_and_joins_it_afresh(
     member.leave()
 
 
+def test_a_status_log_cut_back_under_the_same_topic_withdraws_the_claims_it_renews_from(
+    monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
+) -> None:
+    """The same topic, its log cut back (an unclean election): claims withdrawn, not forgotten.
+
+    They were forgotten as if the log were new, though they may still stand in it: nothing
+    withdrew them afterwards, and every other member was refused those partitions for as long
+    as this one lived (the review of 2026-11-29, later).
+    """
+    member = member_on_fakes(monkeypatch, fenced)
+    p0 = TopicPartition("orders", 0)
+    member.join([p0])
+    reader, writer = member._reader, member._writer
+    assert isinstance(reader, FakeReader)
+    assert isinstance(writer, FakeWriter)
+    wait_for(lambda: len(writer.records) > 3)
+    reader.stale = True  # offsets went back under the same topic id
+    wait_for(lambda: reader.began_anew == 1)
+    reader.stale = False
+    wait_for(lambda: fenced == [True, False])
+    assert (claim_key("g", p0, "me"), None) in writer.records
+    assert member.claimed() == set()
+    member.leave()
+
+
 def test_a_deleted_status_topic_is_made_again_as_at_the_start(
     monkeypatch: pytest.MonkeyPatch, fenced: list[bool]
 ) -> None:

@@ -21,6 +21,7 @@ from client_balance._kafka._errors import (
     data_lost,
     from_kafka_exception,
     is_out_of_range,
+    is_transient,
     timed_out,
 )
 from client_balance.errors import DataLossError
@@ -108,6 +109,22 @@ def read_ranges(
         consumer.close()
 
 
+def _raise_lasting(errors: list[KafkaError | None]) -> None:
+    """Raise the first error event that is no passing state of the cluster.
+
+    librdkafka reports a batch it skipped (a CRC that does not match, with ``check.crcs``) or
+    a fetch refused (no Read ACL) as error events among the messages: dropped with the rest,
+    the first left a gap without a word, the second looked like a cluster that sends nothing.
+    An offset out of range is the caller's (data loss); the end of a partition says nothing.
+    """
+    for error in errors:
+        if error is None or is_out_of_range(error) or error.code() == KafkaError._PARTITION_EOF:
+            continue
+        raised = from_kafka_exception(KafkaException(error), "reading offset ranges")
+        if not is_transient(raised):
+            raise raised
+
+
 def _within(
     messages: list[Message], left: Left, consumer: Consumer, gone: list[TopicPartition]
 ) -> list[Message]:
@@ -124,6 +141,7 @@ def _within(
     errors = list(map(_error, messages))
     # any(), not count(None): comparing a KafkaError with None raises inside confluent-kafka.
     if any(errors):  # rare: error events come inside the list
+        _raise_lasting(errors)
         gone += sorted(
             {
                 TopicPartition(message.topic() or "", message.partition() or 0)

@@ -18,11 +18,14 @@ from client_balance._kafka._answers import answer_of
 from client_balance._kafka._clients import admin_client
 from client_balance._kafka._errors import AUTHORIZATION_CODES, from_kafka_exception, timed_out
 from client_balance._kafka._retry import METADATA_POLL_S, call_while, wait_until
+from client_balance._logging import get_logger
 from client_balance.errors import ConfigError
 from client_balance.keys import check_topic_name
 from client_balance.settings import KafkaValue
 
 __all__ = ["TopicState", "ask_topic_id", "create_topics", "ensure_topic"]
+
+_log = get_logger("admin")
 
 _TOPIC_EXISTS = 36  # TOPIC_ALREADY_EXISTS
 _UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PART
@@ -154,6 +157,9 @@ def ensure_topic(
             return _existing(admin, found, brokers=brokers, resource=resource, keys=config,
                              timeout_s=timeout_s, asked=asked)  # fmt: skip
         factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
+        if factor < MAX_REPLICATION_FACTOR:  # only those that answer count: some may be down
+            _log.info("creating a topic with fewer replicas: only these brokers answer",
+                         topic=topic, replicas=factor, brokers=brokers)  # fmt: skip
         created = dict(config)
         if factor >= MAX_REPLICATION_FACTOR:
             created.setdefault("min.insync.replicas", str(factor - 1))

@@ -138,9 +138,11 @@ class Redeliveries:
     def _produce(self, topic: str, partition: TopicPartition, messages: list[Any]) -> None:
         if self._producer is None:
             settings = self._settings
+            # Idempotent: a retry after a leader moved neither doubles nor reorders a batch.
             self._producer = producer_client(
-                settings.bootstrap_servers, settings.admin_config(), {"acks": "all"}
-            )
+                settings.bootstrap_servers, settings.admin_config(),
+                {"acks": "all", "enable.idempotence": True},
+            )  # fmt: skip
         timeout_s = self._settings.request_timeout_s
         failures: list[Any] = []
 

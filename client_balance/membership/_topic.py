@@ -33,6 +33,9 @@ STATUS_TOPIC_CONFIG = {
     # A member's report lists every partition it holds: compressed, about 20 bytes each, so
     # Kafka's 1 MB default would fence a member of some 35,000 partitions; 8 MiB, 280,000.
     "max.message.bytes": str(8 * 1024 * 1024),
+    # A replica out of sync made leader cuts records off the log: claims and their
+    # withdrawals among them. Kafka's default already, but a cluster may turn it on.
+    "unclean.leader.election.enable": "false",
 }
 """The settings of a status topic the SDK creates (docs/operations.md, "The status topic")."""
 
@@ -86,11 +89,17 @@ def ensure_status_topic(
         )
     policy = state.config.get("cleanup.policy", "delete")
     stamp = state.config.get("message.timestamp.type", "")
-    if "compact" not in policy.split(","):
+    if policy.replace(" ", "") != "compact":
         raise ConfigError(
             f"status topic {topic!r} has cleanup.policy={policy}; it must be compacted "
             "(cleanup.policy=compact), or claims and reports are deleted by retention. Fix it "
             "with kafka-configs.sh, or set status_topic to another name"
+        )
+    if state.config.get("unclean.leader.election.enable", "false") == "true":
+        raise ConfigError(
+            f"status topic {topic!r} has unclean.leader.election.enable=true: a leader out of "
+            "sync would cut claims and their withdrawals off the log. Set it to false with "
+            "kafka-configs.sh, or set status_topic to another name"
         )
     if stamp != "LogAppendTime":
         raise ConfigError(

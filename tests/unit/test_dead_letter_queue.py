@@ -92,3 +92,24 @@ def test_a_refused_dead_letter_write_names_the_acl_and_the_topic() -> None:
     assert caught.value.kafka_name == "TOPIC_AUTHORIZATION_FAILED"
     assert "Write" in str(caught.value)
     assert "'dead'" in str(caught.value)
+
+
+def test_the_dead_letter_producer_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dead-letter producer is idempotent: a retry after a leader moved doubles nothing.
+
+    It had acks=all alone: librdkafka's retries may then double or reorder a dead-lettered
+    batch (the review of 2026-11-29, later).
+    """
+    made: list[dict[str, Any]] = []
+
+    def producer_client(bootstrap: str, kafka: Any, overrides: dict[str, Any]) -> Any:
+        made.append(overrides)
+        return _SmallQueueProducer()
+
+    monkeypatch.setattr("client_balance.consumer._redelivery.producer_client", producer_client)
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", max_redeliveries=0,
+        redelivery_policy="dead-letter", dead_letter_topic="dead",
+    )  # fmt: skip
+    Redeliveries(settings).set_aside(TopicPartition("t", 0), "1:t:0", 0, 1, [_Message(0)])
+    assert made == [{"acks": "all", "enable.idempotence": True}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -17,12 +18,14 @@ from client_balance import (
     KafkaClientError,
     TopicPartition,
 )
+from client_balance._kafka import TopicState
 from client_balance.membership import (
     GroupState,
     MemberReport,
     StatusMember,
     _log,
     _renewal,
+    _topic,
     claim_key,
     member_key,
 )
@@ -674,3 +677,28 @@ def test_a_claim_that_landed_but_was_not_read_back_is_withdrawn_with_the_next_wr
     wait_for(lambda: (claim_key("g", p1, "me"), None) in writer.records)
     assert member.claimed() == set()
     member.leave()
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"cleanup.policy": "compact,delete"}, "cleanup.policy=compact,delete"),
+        ({"unclean.leader.election.enable": "true"}, "unclean.leader.election.enable=true"),
+    ],
+)
+def test_a_status_topic_that_retention_or_an_unclean_election_could_cut_is_refused(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, str], named: str
+) -> None:
+    """compact,delete and unclean leader election are refused, as plain delete always was.
+
+    Both passed: retention could delete a claim written once (an unsigned group's) and a
+    later member win a partition held all along; an unclean election cuts claims and their
+    withdrawals off the log (the review of 2026-11-29, later).
+    """
+    found = {
+        "cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime", **config
+    }  # fmt: skip
+    state = TopicState(partitions=1, replication_factor=3, brokers=3, config=found)
+    monkeypatch.setattr(_topic, "ensure_topic", lambda *args, **kwargs: state)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        _topic.ensure_status_topic("127.0.0.1:9", "status", kafka={}, timeout_s=1.0)

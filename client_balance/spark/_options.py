@@ -12,6 +12,7 @@ option with Spark's own Kafka source.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -95,6 +96,16 @@ _BATCH_ONLY: Final = {
     "endingtimestamp": "endingTimestamp",
     "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
 }
+_KNOWN: Final = (
+    "topics", "subscribe", "subscribePattern", "assign", "strategy", "group.id",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy", "readHeldPartitions", "sourceCount",
+    "batchMaxMessages", "commitToKafka", "statusTopic", "maxOffsetsPerTrigger",
+    "failOnDataLoss", "includeHeaders", "minPartitions", "path",
+)  # fmt: skip
+"""Every option name this source reads, besides ``kafka.*`` (``path``: what ``load(path)``
+passes, unused)."""
 _BY_TIMESTAMP_STRATEGIES: Final = ("error", "latest")
 _MAX_SOURCE_COUNT: Final = 10_000
 """Most nodes (Spark tasks) of one read; also the most tasks ``minPartitions`` asks for."""
@@ -202,10 +213,18 @@ def _kafka_options(given: Mapping[str, str]) -> MaskedConfig:
 
 
 def _refuse_sparks_only(given: Mapping[str, str], *, streaming: bool) -> None:
+    known = {name.lower(): name for name in _KNOWN}
     for key in sorted(given):
         if key in _NOT_HERE:
             name, why = _NOT_HERE[key]
             raise ConfigError(f"option {name} of Spark's Kafka source is not supported: {why}")
+        if key not in known and not key.startswith("kafka."):  # a typo is never ignored
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {known[near[0]]}?" if near else ""
+            raise ConfigError(
+                f"option {shown(key)} is not one of this source's{hint} (they are "
+                f"{', '.join(sorted(_KNOWN, key=str.lower))}, and kafka.* for librdkafka)"
+            )
         if streaming and key in _BATCH_ONLY:
             raise ConfigError(
                 f"option {_BATCH_ONLY[key]} is not allowed in a streaming read (batch only: a "

@@ -361,3 +361,22 @@ def test_a_stream_reader_refuses_ending_options() -> None:
     with pytest.raises(ConfigError, match="option endingTimestamp is not allowed in a streaming"):
         source.streamReader(SCHEMA)
     assert source.reader(SCHEMA) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("startingOffset", "did you mean startingOffsets?"),
+        ("maxOffsetPerTrigger", "did you mean maxOffsetsPerTrigger?"),
+        ("maxRecordsPerPartition", "they are assign,"),
+    ],
+)
+def test_an_option_this_source_does_not_read_is_refused_by_name(name: str, hint: str) -> None:
+    """A misspelt or unknown option is a ConfigError naming it, with the nearest known name.
+
+    They were ignored: startingOffset=earliest read from the committed offsets, and a misspelt
+    maxOffsetsPerTrigger left a stream without its limit (the review of 2026-11-29, later).
+    """
+    with pytest.raises(ConfigError, match=re.escape(hint)) as refused:
+        parse_options({**BASE, name: "1"})
+    assert name.lower() in str(refused.value)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from client_balance._kafka._clients import LIBRDKAFKA_DEFAULTS
 from client_balance._kafka._config_check import librdkafka_refuses
 from client_balance._secrets import MaskedConfig
 from client_balance.errors import ConfigError
@@ -375,7 +376,8 @@ def parse_options(
     )
     # Last, so that the options' own mistakes are named first; a typo in a kafka. property
     # is the option's error here, not a raw KafkaException when a task makes its client.
-    refused = librdkafka_refuses(kafka)
+    # As the tasks make their clients: with the SDK's own settings, which may clash with one.
+    refused = librdkafka_refuses({**LIBRDKAFKA_DEFAULTS, **kafka}) if kafka else None
     if refused is not None:
         raise ConfigError(f"the kafka.* options: {refused}")
     return made

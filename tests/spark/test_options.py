@@ -380,3 +380,14 @@ def test_an_option_this_source_does_not_read_is_refused_by_name(name: str, hint:
     with pytest.raises(ConfigError, match=re.escape(hint)) as refused:
         parse_options({**BASE, name: "1"})
     assert name.lower() in str(refused.value)
+
+
+def test_kafka_options_are_checked_as_the_tasks_make_their_clients() -> None:
+    """kafka.group.protocol=consumer is refused when the read is planned, not in every task.
+
+    The driver checked the kafka.* options alone; the tasks add the SDK's own settings
+    (session.timeout.ms), which librdkafka refuses beside it: every task failed with a raw
+    KafkaException (the review of 2026-11-29, later).
+    """
+    with pytest.raises(ConfigError, match=r"group\.protocol"):
+        parse_options({**BASE, "kafka.group.protocol": "consumer"})

@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from client_balance import admin
 from client_balance._logging import get_logger
-from client_balance.errors import KafkaClientError
+from client_balance.errors import ConfigError, KafkaClientError
 from client_balance.keys import TopicPartition
 from client_balance.spark._options import SourceOptions, include_headers, parse_options
 from client_balance.spark._ownership import held_by_live_members, refuse_held
@@ -90,8 +90,21 @@ class ClientBalanceDataSource(DataSource):
         """Spark's Kafka source schema plus ``node_id``; ``headers`` unless includeHeaders=false."""
         return source_schema(include_headers(self.options))
 
+    def _refuse_another(self, schema: StructType) -> None:
+        """Refuse a user's ``.schema(...)``, as Spark's own source does.
+
+        The rows are built for this source's schema: another failed only in a task, once data
+        came, and an empty read passed.
+        """
+        if schema != self.schema():
+            raise ConfigError(
+                "a schema given with .schema(...) is not allowed: this source's rows have its "
+                f"own ({self.schema().simpleString()}); drop .schema(...) and select or cast"
+            )
+
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader; the options are checked here, on the driver."""
+        self._refuse_another(schema)
         adopt_strategies(self.strategies)
         return _BatchReader(
             parse_options(self.options, default_source_count=self.default_parallelism)
@@ -99,6 +112,7 @@ class ClientBalanceDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
         """The micro-batch reader."""
+        self._refuse_another(schema)
         adopt_strategies(self.strategies)
         return _StreamReader(
             parse_options(

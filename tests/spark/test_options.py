@@ -391,3 +391,22 @@ def test_kafka_options_are_checked_as_the_tasks_make_their_clients() -> None:
     """
     with pytest.raises(ConfigError, match=r"group\.protocol"):
         parse_options({**BASE, "kafka.group.protocol": "consumer"})
+
+
+def test_a_schema_of_the_users_is_refused_when_the_read_is_planned() -> None:
+    """reader()/streamReader() given another schema than the source's raise ConfigError.
+
+    The reader ignored it: the read planned fine and failed in a task once data came (an
+    empty read passed) (the review of 2026-11-29, later).
+    """
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from client_balance.spark import ClientBalanceDataSource
+
+    source = ClientBalanceDataSource(dict(BASE))
+    other = StructType([StructField("key", StringType())])
+    with pytest.raises(ConfigError, match=r"\.schema\(\.\.\.\) is not allowed"):
+        source.reader(other)
+    with pytest.raises(ConfigError, match=r"\.schema\(\.\.\.\) is not allowed"):
+        source.streamReader(other)
+    source.reader(source.schema())  # its own: fine

@@ -20,13 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import (
-    MASK,
-    SecretStr,
-    for_repr,
-    is_secret_key,
-    is_secret_value,
-)
+from client_balance._secrets import MASK, SecretStr, for_repr, is_secret_key, is_secret_value
 from client_balance._settings_environment import ENV_PREFIX, environment_values
 from client_balance.errors import ConfigError
 

@@ -78,6 +78,7 @@ from client_balance._kafka._ranges import read_ranges
 from client_balance._kafka._retry import (
     BROKER_POLL_S,
     METADATA_POLL_S,
+    backoff_s,
     call_until_transient_passes,
     retry_immediately,
     wait_until,
@@ -118,6 +119,7 @@ __all__ = [
     "admin_client",
     "ask_group_members",
     "ask_topic_id",
+    "backoff_s",
     "call_until_transient_passes",
     "check_login",
     "cluster_answers",

@@ -9,7 +9,7 @@ falsy answer returned, and the caller turns that into its own :func:`timed_out` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from tenacity import (
     RetryCallState,
@@ -19,6 +19,7 @@ from tenacity import (
     retry_if_result,
     stop_after_attempt,
     stop_after_delay,
+    wait_exponential,
     wait_fixed,
 )
 from tenacity.stop import stop_base
@@ -30,6 +31,7 @@ __all__ = [
     "BROKER_POLL_S",
     "METADATA_POLL_S",
     "TRANSIENT_RETRY_S",
+    "backoff_s",
     "call_until_transient_passes",
     "call_while",
     "retry_immediately",
@@ -141,3 +143,20 @@ def retry_immediately(
         stop=stop_after_attempt(attempts), retry=retry_if_exception(retry_if), reraise=True
     )
     return retrying(call)
+
+
+def backoff_s(failures: int, *, first_s: float, most_s: float) -> float:
+    """The wait after ``failures`` failures in a row: ``first_s``, doubled each time.
+
+    At most ``most_s``: tenacity's exponential wait, for a loop that keeps its own pace
+    otherwise (the status reports).
+    """
+    wait = wait_exponential(multiplier=first_s, max=most_s)
+    return float(wait(cast("RetryCallState", _Attempt(failures))))
+
+
+class _Attempt:
+    """What tenacity's waits read of a retry's state: the number of the attempt."""
+
+    def __init__(self, attempt_number: int) -> None:
+        self.attempt_number = attempt_number

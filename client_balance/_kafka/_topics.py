@@ -159,7 +159,7 @@ def ensure_topic(
         factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
         if factor < MAX_REPLICATION_FACTOR:  # only those that answer count: some may be down
             _log.info("creating a topic with fewer replicas: only these brokers answer",
-                         topic=topic, replicas=factor, brokers=brokers)  # fmt: skip
+                      topic=topic, replicas=factor, brokers=brokers)  # fmt: skip
         created = dict(config)
         if factor >= MAX_REPLICATION_FACTOR:
             created.setdefault("min.insync.replicas", str(factor - 1))

@@ -214,8 +214,9 @@ class ClientBalanceConsumer:
             if run is None:
                 self._state = _STOPPED if self._state == _CREATED else self._state
                 # A hook's thread holds what the stopping thread needs: it must not wait.
-                waits = self._state == _STOPPING and current_thread() not in self._stoppers
-                waits = waits and not self._hooks.running_here()
+                waits = self._state == _STOPPING and not (
+                    current_thread() in self._stoppers or self._hooks.running_here()
+                )
             else:
                 stopper = current_thread()
                 if run.in_callback():

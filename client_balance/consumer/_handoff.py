@@ -19,7 +19,7 @@ __all__ = ["HandOff"]
 
 _log = get_logger("consumer")
 
-STOPPER_NAME = "client-balance-shutdown"
+_STOPPER_NAME = "client-balance-shutdown"
 
 
 class HandOff:
@@ -32,7 +32,7 @@ class HandOff:
 
     def thread(self, stop: Callable[[], None]) -> threading.Thread:
         """A thread (not started) that runs ``stop`` and keeps what it raises."""
-        return threading.Thread(target=self._run, args=(stop,), name=STOPPER_NAME)
+        return threading.Thread(target=self._run, args=(stop,), name=_STOPPER_NAME)
 
     def _run(self, stop: Callable[[], None]) -> None:
         self._ran = True

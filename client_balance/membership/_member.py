@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from client_balance._failure import keep_running
-from client_balance._kafka import AdminClient, stopped, timed_out
+from client_balance._kafka import AdminClient, backoff_s, stopped, timed_out
 from client_balance._logging import get_logger
 from client_balance._metrics import NO_METRICS, Recorder
 from client_balance.errors import (
@@ -309,12 +309,12 @@ class StatusMember(GroupLookups):
             silent_s = time.monotonic() - self._last_written_s
             _log.warning("status report failed", error=str(error), silent_s=round(silent_s))
             self._fence_if_silent()
-            interval_s, self._failed_reports = (
-                self._settings.report_interval_s,
-                self._failed_reports + 1,
-            )
+            self._failed_reports += 1
+            interval_s = self._settings.report_interval_s
             first_s = min(interval_s / 4, _RETRY_REPORT_AT_MOST_S)
-            self._report_wait_s = min(first_s * 2 ** (self._failed_reports - 1), interval_s)
+            self._report_wait_s = backoff_s(
+                self._failed_reports, first_s=first_s, most_s=interval_s
+            )
             return
         self._last_written_s, self._report_wait_s = sent, self._settings.report_interval_s
         self._failed_reports = 0

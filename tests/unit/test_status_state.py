@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -15,6 +17,10 @@ from client_balance.membership import (
     member_key,
     parse_key,
 )
+from client_balance.membership._lookups import GroupLookups
+
+if TYPE_CHECKING:
+    from client_balance.membership._log import StatusReader
 
 GROUP = "billing"
 P0 = TopicPartition("orders", 0)
@@ -400,3 +406,24 @@ def test_dead_records_name_a_dead_members_claim_that_another_member_took_over() 
     assert log.state.dead_records(20_000, grace_ms=5_000) == {"taker": [
         claim_key(GROUP, P0, "taker"), member_key(GROUP, "taker")
     ]}  # fmt: skip
+
+
+def test_two_pins_of_one_partition_go_to_the_member_that_joined_first() -> None:
+    """pins() names the earliest to join of two pinning members, whatever their ids' order."""
+    log = Log()
+    for member_id in ("zeta", "alpha"):  # zeta joins first; alpha sorts first
+        pinned = MemberReport.decode(report(member_id))
+        record = type(pinned)(**{**pinned.__dict__, "pinned": ["orders:1"]})
+        log.add(member_key(GROUP, member_id), record.encode(), 0)
+    lookups = GroupLookups()
+    lookups._reader = cast("StatusReader", _Reader(log.state))  # its lock and state only
+    lookups._id = "alpha"
+    assert lookups.pins() == {P1: "zeta"}
+
+
+class _Reader:
+    """What ``GroupLookups`` reads of a ``StatusReader``: its lock and its state."""
+
+    def __init__(self, state: GroupState) -> None:
+        self.lock = threading.Lock()
+        self.state = state

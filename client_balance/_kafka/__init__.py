@@ -44,11 +44,13 @@ from client_balance._kafka._clients import (
     reader_client,
 )
 from client_balance._kafka._errors import (
+    AUTHORIZATION_CODES,
     GROUP_IN_USE_CODES,
     TIMED_OUT,
     TRANSIENT_KAFKA_CODES,
     data_lost,
     from_kafka_exception,
+    is_access_denied,
     is_transient,
     registry_unavailable,
     stopped,
@@ -93,6 +95,7 @@ from client_balance._kafka._topics import TopicState, ask_topic_id, create_topic
 from client_balance._kafka._watermarks import partition_offsets
 
 __all__ = [
+    "AUTHORIZATION_CODES",
     "BROKER_POLL_S",
     "COMMIT_REQUEST_BYTES",
     "GROUP_IN_USE_CODES",
@@ -136,6 +139,7 @@ __all__ = [
     "from_kafka_exception",
     "group_client",
     "group_members",
+    "is_access_denied",
     "is_confluent_deserializer",
     "is_transient",
     "kafka_tp",

@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from client_balance._kafka import (
+    AUTHORIZATION_CODES,
     GROUP_IN_USE_CODES,
     KafkaException,
     KafkaTopicPartition,
     from_kafka_exception,
+    is_access_denied,
     is_transient,
     kafka_tp,
 )
@@ -102,16 +104,17 @@ class Committer:
     def commit_confirmed(self, state: HeldPartition) -> bool:
         """Commit one confirmed position now (``commit="sync"``); False if not committed.
 
-        A refusal is logged and left to the interval's commits: the position stays confirmed.
-        So is a commit skipped for the window of a coordinator found away.
+        A failure is logged and left to the interval's commits: the position stays confirmed.
+        So is a commit skipped for the window of a coordinator found away. A refusal that
+        trying again cannot mend (``_lasting``) is raised.
         """
         if self._coordinator_away():
             return False  # the interval's commit makes it once the coordinator is back
         try:
             return self._commit([state], which=self._unreleased, skip_when_away=True) == 1
-        except GroupInUseError:
-            raise
         except KafkaClientError as error:
+            if _lasting(error):
+                raise
             _log.warning("commit failed; will retry", error=str(error))
             return False
 
@@ -275,10 +278,11 @@ class Committer:
                 self._commit(states, which=self._unreleased, skip_when_away=True)
             elif states:
                 self.commit_due(states, skip_when_away=True)
-        except GroupInUseError as error:
-            fail(error)
         except KafkaClientError as error:
-            _log.warning("commit failed; will retry", error=str(error))
+            if _lasting(error):
+                fail(error)
+            else:
+                _log.warning("commit failed; will retry", error=str(error))
 
     def _coordinator_away(self) -> bool:
         """Whether the last commit found the coordinator out of reach, within its window."""
@@ -302,7 +306,22 @@ class Committer:
                 "id that is never used with subscribe()",
                 group_id=self._group_id,
             )
+        if is_access_denied(mapped):  # name the ACL a commit needs (Kafka's words do not)
+            kind = AUTHORIZATION_CODES.get(mapped.kafka_code)
+            return from_kafka_exception(
+                error, "committing offsets", operation="Read",
+                resource=self._group_id if kind == "group" else None,
+            )  # fmt: skip
         return mapped
+
+
+def _lasting(error: ClientBalanceError) -> bool:
+    """Whether a commit's failure wants the application: another group's members, or an ACL.
+
+    Either refuses every commit until someone acts; logged only, a worker ran on committing
+    nothing, and its next start read everything again.
+    """
+    return isinstance(error, GroupInUseError) or is_access_denied(error)
 
 
 def _any_state(_state: HeldPartition) -> bool:

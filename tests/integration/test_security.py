@@ -6,6 +6,7 @@ and grants it its own ACLs, so what one user may do never depends on another tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -235,3 +236,45 @@ def test_a_real_password_appears_in_no_output(
         assert done.returncode == 0, done.stderr[-2000:]
     leaks = [text for text in texts if password in text]
     assert leaks == []
+
+
+@pytest.mark.parametrize("commit", ["sync", "interval"])
+def test_commits_refused_for_want_of_read_on_the_group_are_raised_not_only_logged(
+    cluster: SecuredCluster, commit: str
+) -> None:
+    """Describe but not Read on the group: start() passes, and the refused commits are raised.
+
+    A sync confirm raises the refusal (its batch is confirmed all the same); with interval
+    commits the next get_message() does. Logged only, the worker ran on committing nothing.
+    """
+    topic = cluster.new_topic(partitions=1, messages=10)
+    user, password = cluster.add_user("no-group-read")
+    group = f"group-{user}"
+    acls = [acl for acl in worker_acls(topic, group) if acl[0] != ResourceType.GROUP]
+    cluster.grant(user, [*acls, (ResourceType.GROUP, group, AclOperation.DESCRIBE)])
+    settings = _consumer(cluster, cluster.login(user, password), group).settings
+    consumer = ClientBalanceConsumer(settings.model_copy(update={"commit": commit}))
+    consumer.start([topic], source_count=1, node_id=0)
+    try:
+        refused = _refusal_of_the_first_commit(consumer, commit)
+    finally:
+        with contextlib.suppress(KafkaClientError):  # its final commit is refused as well
+            consumer.shutdown()
+    assert refused.kafka_name == "GROUP_AUTHORIZATION_FAILED", refused
+    assert f"Read on group '{group}'" in str(refused)
+    assert not refused.retriable
+
+
+def _refusal_of_the_first_commit(consumer: ClientBalanceConsumer, commit: str) -> KafkaClientError:
+    """Confirm batches until a call raises the commit's refusal (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            batch = consumer.get_message(timeout_s=1.0)
+            result = consumer.confirm(batch.confirm_context)
+        except NoMessageError:
+            continue
+        except KafkaClientError as refused:
+            return refused
+        assert commit == "interval" or result.committed, "a sync commit neither made nor raised"
+    pytest.fail("no call raised the refusal of the group's commits within 60 s")

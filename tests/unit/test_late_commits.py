@@ -480,3 +480,30 @@ def test_commits_are_sent_one_at_a_time_in_the_order_they_were_asked() -> None:
 def _offset_of(at: int) -> list[KafkaTopicPartition]:
     """A commit's pick: orders-0 at ``at``."""
     return [KafkaTopicPartition("orders", 0, at)]
+
+
+def _refused(code: int, name: str) -> Any:
+    def refuse() -> None:
+        raise KafkaException(KafkaError(code, f"Broker: {name}"))
+
+    return refuse
+
+
+def test_a_refused_acl_is_raised_by_a_sync_confirm_and_stored_by_the_interval() -> None:
+    """GROUP_AUTHORIZATION_FAILED names the ACL; a transport error stays a logged retry."""
+    now = [0.0]
+    states, commits = _committing(_SlowConsumer(during=_refused(30, "Group authorization")), now)
+    with pytest.raises(KafkaClientError, match="lacks the ACL Read on group 'g'") as raised:
+        commits.commit_confirmed(states[0])
+    assert raised.value.kafka_name == "GROUP_AUTHORIZATION_FAILED"
+    assert not raised.value.retriable
+    stored: list[ClientBalanceError] = []
+    now[0] = 10.0
+    commits.on_interval(stored.append)
+    assert [error.kafka_name for error in stored if isinstance(error, KafkaClientError)] == [
+        "GROUP_AUTHORIZATION_FAILED"
+    ]
+    states, commits = _committing(_SlowConsumer(during=_refused(-195, "Transport")), now)
+    assert commits.commit_confirmed(states[0]) is False
+    now[0] = 100.0
+    commits.on_interval(_no_failure)

@@ -14,9 +14,16 @@ from itertools import count, groupby
 from operator import countOf
 from typing import Any, NamedTuple
 
-from client_balance._kafka import KafkaError, Message
+from client_balance._kafka import (
+    KafkaError,
+    KafkaException,
+    Message,
+    from_kafka_exception,
+    is_access_denied,
+)
 from client_balance._logging import get_logger
 from client_balance._secrets import scrub
+from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 
 __all__ = [
@@ -262,14 +269,20 @@ def split_runs(messages: list[Any], topics_assigned: set[str]) -> list[Run]:
 class FetchErrors:
     """Drops error events from ``consume()``'s list; logs each distinct error once a minute.
 
-    A broker that is away reports the same error on every ``consume()``.
+    A broker that is away reports the same error on every ``consume()``. A refused login or
+    ACL is also handed to ``refused`` (the failure the application's next call raises), as
+    often as it is logged: nothing comes of the partition until someone acts.
     """
 
     def __init__(
-        self, clock: Callable[[], float] = time.monotonic, kafka: Mapping[str, Any] | None = None
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        kafka: Mapping[str, Any] | None = None,
+        refused: Callable[[ClientBalanceError], None] = lambda _error: None,
     ) -> None:
         self._clock = clock
         self._kafka = kafka  # whose secrets librdkafka's words must not carry into the log
+        self._refused = refused
         self._last = ""
         self._last_s = 0.0
 
@@ -288,12 +301,22 @@ class FetchErrors:
                 kept.append(message)
             elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                 out_of_range.append((message.topic(), message.partition(), message.offset()))
-            elif error.code() != KafkaError._PARTITION_EOF:
-                self._log(scrub(str(error), self._kafka), message.topic())
+            elif error.code() != KafkaError._PARTITION_EOF and self._log(
+                scrub(str(error), self._kafka), message.topic()
+            ):
+                mapped = from_kafka_exception(
+                    KafkaException(error), "fetching", kafka=self._kafka, operation="Read",
+                    resource=message.topic(),
+                )  # fmt: skip
+                if is_access_denied(mapped):
+                    self._refused(mapped)
         return kept, out_of_range
 
-    def _log(self, text: str, topic: str | None) -> None:
+    def _log(self, text: str, topic: str | None) -> bool:
+        """Log the error unless it was logged less than a minute ago; whether it was."""
         now = self._clock()
         if self._last != text or now - self._last_s > _ERROR_LOG_EVERY_S:
             self._last, self._last_s = text, now
             _log.warning("fetch error", error=text, topic=topic)
+            return True
+        return False

@@ -99,7 +99,7 @@ class Fetcher:
         self.on_fatal: Callable[[], None] = lambda: None
         self._stopping = threading.Event()
         self.failures = FailureSlot(self._lock)  # raised by the next call (a fatal one: all)
-        self._fetch_errors = FetchErrors(kafka=settings.kafka)
+        self._fetch_errors = FetchErrors(kafka=settings.kafka, refused=self.failures.store)
         loop = partial(keep_running, thread="fetch", on_failure=self.failures.store)
         self._thread = threading.Thread(target=loop, args=(self._run_once, self._stopping),
                                         name="client-balance-fetch", daemon=True)  # fmt: skip

@@ -256,7 +256,7 @@ def test_commits_refused_for_want_of_read_on_the_group_are_raised_not_only_logge
     consumer = ClientBalanceConsumer(settings.model_copy(update={"commit": commit}))
     consumer.start([topic], source_count=1, node_id=0)
     try:
-        refused = _refusal_of_the_first_commit(consumer, commit)
+        refused = _first_refusal(consumer, commit)
     finally:
         with contextlib.suppress(KafkaClientError):  # its final commit is refused as well
             consumer.shutdown()
@@ -265,7 +265,7 @@ def test_commits_refused_for_want_of_read_on_the_group_are_raised_not_only_logge
     assert not refused.retriable
 
 
-def _refusal_of_the_first_commit(consumer: ClientBalanceConsumer, commit: str) -> KafkaClientError:
+def _first_refusal(consumer: ClientBalanceConsumer, commit: str) -> KafkaClientError:
     """Confirm batches until a call raises the commit's refusal (60 s at most)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -278,3 +278,27 @@ def _refusal_of_the_first_commit(consumer: ClientBalanceConsumer, commit: str) -
             return refused
         assert commit == "interval" or result.committed, "a sync commit neither made nor raised"
     pytest.fail("no call raised the refusal of the group's commits within 60 s")
+
+
+def test_fetches_refused_for_want_of_read_on_the_topic_are_raised_naming_it(
+    cluster: SecuredCluster,
+) -> None:
+    """Describe but not Read on the topic: start() passes; get_message() raises the refusal.
+
+    Logged only, the worker waited for data forever with the partition registered.
+    """
+    topic = cluster.new_topic(partitions=1, messages=10)
+    user, password = cluster.add_user("no-topic-read")
+    group = f"group-{user}"
+    acls = [acl for acl in worker_acls(topic, group) if acl[1] != topic]
+    cluster.grant(user, [*acls, (ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
+    consumer = _consumer(cluster, cluster.login(user, password), group)
+    consumer.start([topic], source_count=1, node_id=0)
+    try:
+        refused = _first_refusal(consumer, "sync")
+    finally:
+        with contextlib.suppress(KafkaClientError):
+            consumer.shutdown()
+    assert refused.kafka_name == "TOPIC_AUTHORIZATION_FAILED", refused
+    assert f"Read on topic '{topic}'" in str(refused)
+    assert not refused.retriable

@@ -10,16 +10,17 @@ from itertools import groupby
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, Message
 from hypothesis import given
 from hypothesis import strategies as st
 
 from client_balance import ClientBalanceSettings
 from client_balance._kafka._clients import fetch_queue_kbytes
 from client_balance.consumer import _fetch, _starts
-from client_balance.consumer._buffers import ByteBudget, HeldPartition, split_runs
+from client_balance.consumer._buffers import ByteBudget, FetchErrors, HeldPartition, split_runs
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._shelf import Shelf, fetch_size
+from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 
 KIB = 1024
@@ -475,3 +476,22 @@ def test_a_fetch_past_a_full_budget_that_is_not_stuck_drops_no_buffer() -> None:
     shelf.share_out(_messages(1, range(35, 40), 1000), None)
     assert not held[T0].evicted
     assert held[T0].buffered == 30
+
+
+def test_a_refused_fetch_is_handed_on_once_a_minute_and_a_passing_error_never() -> None:
+    """TOPIC_AUTHORIZATION_FAILED goes to ``refused``, naming the topic; a transport error not."""
+    now = [0.0]
+    refused: list[ClientBalanceError] = []
+    errors = FetchErrors(clock=lambda: now[0], refused=refused.append)
+    denied = Message(topic="t", partition=0, error=KafkaError(29, "Topic authorization failed"))
+    down = Message(topic="t", partition=1, error=KafkaError(-195, "Connection refused"))
+    kept, _ = errors.drop([denied, *_messages(0, range(2), 1), denied])
+    assert len(kept) == 2
+    assert [str(error) for error in refused] == [
+        "fetching failed: TOPIC_AUTHORIZATION_FAILED: Topic authorization failed. Not authorized: "
+        "this client's principal lacks the ACL Read on topic 't'; grant it (docs/security.md "
+        "lists the ACLs of each role)"
+    ]
+    now[0] = 61.0
+    errors.drop([down, denied])
+    assert len(refused) == 2

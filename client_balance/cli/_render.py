@@ -377,7 +377,8 @@ def _event_line(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> 
     fields = " ".join(
         f"{key}={value}" for key, value in event.items() if key != "event" and key[0] != "_"
     )
-    return f"{event['event']} {fields}".rstrip()
+    # A field may quote a status record anyone who can write the topic forged (an ESC in it).
+    return visible(f"{event['event']} {fields}".rstrip())
 
 
 def log_handler() -> logging.Handler:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from client_balance import _kafka, admin
+from client_balance._logging import get_logger
 from client_balance.cli import _data, _exporter, main
 from client_balance.errors import ConfigError, KafkaClientError
 
@@ -65,6 +66,22 @@ def test_groups_reap_and_errors_escape_what_records_carry(
     _no_control(captured.out)
     _no_control(captured.err)
     assert "c\\x1b]2;owned" in captured.err
+
+
+def test_log_lines_escape_what_a_skipped_record_carried(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library's warning quoting a forged record reaches stderr without its ESCs."""
+
+    def load(*_: Any, **__: Any) -> admin.GroupView:
+        get_logger("membership").warning("status record skipped", detail="held." + EVIL)
+        return _evil_view()
+
+    monkeypatch.setattr(admin.GroupView, "load", staticmethod(load))
+    assert main(["status", "--group", "g", *CLUSTER]) == 0
+    err = capsys.readouterr().err
+    assert "status record skipped detail=held.\\x1b]2;owned" in err
+    _no_control(err)
 
 
 def _interrupted(*_: Any, **__: Any) -> Any:

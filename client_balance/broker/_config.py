@@ -23,7 +23,7 @@ from pathlib import Path
 
 from client_balance.errors import ConfigError
 
-__all__ = ["SASL_LISTENER", "SECURITY_PROTOCOLS", "Sasl", "cluster_config"]
+__all__ = ["MIN_HEAP_MB", "SASL_LISTENER", "SECURITY_PROTOCOLS", "Sasl", "cluster_config"]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -81,7 +81,7 @@ def cluster_config(controllers: Mapping[int, int]) -> dict[str, str]:
 
 
 _MAX_PORT = 65_535
-_MIN_HEAP_MB = 128
+MIN_HEAP_MB = 128
 """Below this a Kafka node runs out of heap while it starts."""
 
 
@@ -100,8 +100,8 @@ def check_launch(
         raise ConfigError(
             f"port={port!r} is not allowed; use an int from 1 to {_MAX_PORT}, or None (a free one)"
         )
-    if type(heap_mb) is not int or heap_mb < _MIN_HEAP_MB:
-        raise ConfigError(f"heap_mb={heap_mb!r} is not allowed; use an int >= {_MIN_HEAP_MB}")
+    if type(heap_mb) is not int or heap_mb < MIN_HEAP_MB:
+        raise ConfigError(f"heap_mb={heap_mb!r} is not allowed; use an int >= {MIN_HEAP_MB}")
     for name, value in (
         ("startup_timeout_s", startup_timeout_s),
         ("stop_timeout_s", stop_timeout_s),

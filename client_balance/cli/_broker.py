@@ -25,6 +25,7 @@ from client_balance.broker import (
     ensure_kafka_jars,
     kafka_home,
 )
+from client_balance.broker._config import MIN_HEAP_MB
 from client_balance.broker._datadir import remove_data_dir
 from client_balance.broker._process import stop_pids
 from client_balance.cli._render import EXIT_FAILED, EXIT_OK, out, say
@@ -60,7 +61,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     start.add_argument(
         "--brokers", type=_node_count, default=1, help="nodes in the cluster (default 1)"
     )
-    start.add_argument("--heap-mb", type=int, default=512, help="heap of each node's JVM")
+    start.add_argument("--heap-mb", type=_heap_mb, default=512, help="heap of each node's JVM")
     start.add_argument(
         "--foreground", action="store_true", help="run until Ctrl-C instead of detaching"
     )
@@ -74,21 +75,29 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     status.add_argument("--bootstrap", action="store_true", help="print only the bootstrap address")
 
 
+def _whole(text: str, lowest: int, highest: int | None, what: str) -> int:
+    """``text`` as a whole number in ``[lowest, highest]``, else an error naming what it is."""
+    # isdigit() is True for "²", which int() refuses: ASCII digits only.
+    number = int(text) if text.isascii() and text.isdecimal() else lowest - 1
+    if number < lowest or (highest is not None and number > highest):
+        allowed = f"from {lowest} to {highest}" if highest is not None else f"of {lowest} or more"
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; use {what} {allowed}")
+    return number
+
+
 def _port(text: str) -> int:
     """--port: 1 to 65535."""
-    port = int(text) if text.isdigit() else -1
-    if not 1 <= port <= _MAX_PORT:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not allowed; use a port from 1 to {_MAX_PORT}"
-        )
-    return port
+    return _whole(text, 1, _MAX_PORT, "a port")
 
 
 def _node_count(text: str) -> int:
-    count = int(text)
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{count} is not a node count; use 1 or more")
-    return count
+    """--brokers: 1 or more."""
+    return _whole(text, 1, None, "a node count")
+
+
+def _heap_mb(text: str) -> int:
+    """--heap-mb: what a Kafka node needs to start, at least."""
+    return _whole(text, MIN_HEAP_MB, None, "a heap in MiB")
 
 
 def running_broker_address() -> str | None:

@@ -18,7 +18,12 @@ from typing import Any, Final
 
 from client_balance import _kafka, admin
 from client_balance.cli import _render
-from client_balance.cli._groups import add_cluster_options, add_watch_option, cluster_settings
+from client_balance.cli._groups import (
+    add_cluster_options,
+    add_watch_option,
+    cluster_settings,
+    given,
+)
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition
 
@@ -73,7 +78,7 @@ def _whole(least: int) -> Callable[[str], int]:
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``lag`` and ``tail`` to the ``client-balance`` parser."""
     lag = commands.add_parser("lag", help="per partition: holder, offsets and lag of a group")
-    lag.add_argument("--group", required=True)
+    lag.add_argument("--group", type=given, required=True)
     lag.add_argument(
         "--topic", action="append", default=[],
         help="a topic to show even if no live member reports it (repeatable)",

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from client_balance._metrics._group import GroupLagCollector
 from client_balance._metrics._http import serve
 from client_balance.cli import _render
-from client_balance.cli._groups import add_cluster_options, cluster_settings
+from client_balance.cli._groups import add_cluster_options, cluster_settings, given
 from client_balance.errors import ConfigError
 
 __all__ = ["COMMANDS", "add_parsers", "serve_group"]
@@ -51,7 +51,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     exporter = commands.add_parser(
         "exporter", help="serve a group's lag for Prometheus over HTTP (until Ctrl-C)"
     )
-    exporter.add_argument("--group", required=True)
+    exporter.add_argument("--group", type=given, required=True)
     exporter.add_argument("--port", type=_port, required=True, help="port (0: a free one)")
     exporter.add_argument(
         "--host", default=_DEFAULT_HOST, help=f"address to listen on (default {_DEFAULT_HOST})"

@@ -27,6 +27,7 @@ __all__ = [
     "add_parsers",
     "add_watch_option",
     "cluster_settings",
+    "given",
     "watch_seconds",
 ]
 
@@ -43,6 +44,17 @@ def watch_seconds(text: str) -> float:
             f"{_MAX_WATCH_S:g})"
         )
     return seconds
+
+
+def given(text: str) -> str:
+    """A value that names something (a group, a cluster, a topic): not empty or blank.
+
+    An empty ``--bootstrap-servers "$PROD"`` with ``PROD`` unset must not fall back to another
+    cluster, nor an empty ``--status-topic`` to the default one.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a non-empty value")
+    return text
 
 
 def _age_seconds(text: str) -> float:
@@ -96,11 +108,14 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument(
         "--bootstrap-servers",
+        type=given,
         default=None,
         help="Kafka cluster (default: $CLIENT_BALANCE_BOOTSTRAP_SERVERS, else the broker "
         "started with 'client-balance broker start')",
     )
-    parser.add_argument("--status-topic", default=None, help="status topic, if not default")
+    parser.add_argument(
+        "--status-topic", type=given, default=None, help="status topic, if not default"
+    )
     parser.add_argument(
         "--status-topic-partitions", type=_status_partitions, default=None, metavar="N",
         help="the members' status_topic_partitions (default: found from where the group's "
@@ -119,7 +134,7 @@ def add_watch_option(parser: argparse.ArgumentParser) -> None:
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the operator commands to the ``client-balance`` parser."""
     status = commands.add_parser("status", help="members, partitions and lag of a group")
-    status.add_argument("--group", required=True)
+    status.add_argument("--group", type=given, required=True)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_watch_option(status)
     add_cluster_options(status)
@@ -131,7 +146,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     reset = commands.add_parser(
         "reset-offsets", help="commit a group's offsets (refused while it has live members)"
     )
-    reset.add_argument("--group", required=True)
+    reset.add_argument("--group", type=given, required=True)
     reset.add_argument(
         "--to", required=True, type=_reset_target,
         help="earliest, latest, or a time in ms since the epoch (>= 0)",
@@ -144,7 +159,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     reap = commands.add_parser(
         "reap", help="tombstone the status records of a group's long-dead members"
     )
-    reap.add_argument("--group", required=True)
+    reap.add_argument("--group", type=given, required=True)
     reap.add_argument(
         "--older-than-s", type=_age_seconds, default=None, metavar="SECONDS",
         help="dead this long past their lease (default: the setting reap_after_s, 3600)",
@@ -154,18 +169,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def cluster_settings(args: argparse.Namespace, group: str) -> ClientBalanceSettings:
     """Settings for ``group`` on the cluster that :func:`add_cluster_options`' options name."""
-    servers = (
-        args.bootstrap_servers
-        or os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS")
-        or running_broker_address()
-    )
+    servers = args.bootstrap_servers
+    if servers is None:
+        servers = os.environ.get("CLIENT_BALANCE_BOOTSTRAP_SERVERS") or running_broker_address()
     if not servers:
         raise ConfigError(
             "no cluster given: pass --bootstrap-servers, set CLIENT_BALANCE_BOOTSTRAP_SERVERS, "
             "or start one with 'client-balance broker start'"
         )
     values: dict[str, Any] = {"bootstrap_servers": servers, "group_id": group}
-    if args.status_topic:
+    if args.status_topic is not None:
         values["status_topic"] = args.status_topic
     # getattr: callers that build their own Namespace (the exporter's tests) predate the flag.
     partitions = getattr(args, "status_topic_partitions", None)

@@ -104,6 +104,14 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         (["broker"], "the following arguments are required: ACTION"),
         (["reset-offsets", "--group", "g"], "the following arguments are required: --to"),
         ([], "the following arguments are required: COMMAND"),
+        # An empty value names nothing: it must not fall back to another cluster or topic.
+        (["reset-offsets", "--group", "", "--to", "earliest"], "--group: '' is not allowed"),
+        (["status", "--group", "g", "--bootstrap-servers", ""], "--bootstrap-servers: ''"),
+        (["lag", "--group", "g", "--status-topic", " "], "--status-topic: ' ' is not allowed"),
+        (["exporter", "--group", "", "--port", "0"], "--group: '' is not allowed"),
+        (["broker", "start", "--brokers", "abc"], "'abc' is not allowed; use a node count of 1"),
+        (["broker", "start", "--port", "\u00b2"], "use a port from 1 to 65535"),
+        (["broker", "start", "--heap-mb", "-5"], "'-5' is not allowed; use a heap in MiB of 128"),
     ],
 )
 def test_missing_or_malformed_arguments_exit_2(

@@ -50,6 +50,11 @@ class FetchStatistics:
     brokers: tuple[BrokerTrip, ...]
 
 
+_NOT_A_DOCUMENT = (TypeError, KeyError, AttributeError, ValueError, OverflowError, RecursionError)
+"""What reading a document that is not librdkafka's may raise: ValueError is the JSON's own,
+OverflowError a number past a double (``int(inf)``), RecursionError arrays nested too deep."""
+
+
 def parse_statistics(text: str) -> FetchStatistics:
     """The figures of a librdkafka statistics document; ValueError if it is not one.
 
@@ -60,7 +65,7 @@ def parse_statistics(text: str) -> FetchStatistics:
     try:
         document = json.loads(text)
         return FetchStatistics(_partitions(document), _brokers(document))
-    except (TypeError, KeyError, AttributeError, json.JSONDecodeError) as error:
+    except _NOT_A_DOCUMENT as error:
         raise ValueError(f"not a librdkafka statistics document: {error!r}") from error
 
 

@@ -73,7 +73,7 @@ def serve_group(args: argparse.Namespace, stop: threading.Event) -> int:
     try:
         _render.say(
             f"serving the lag of group {args.group} at "
-            f"http://{endpoint.host}:{endpoint.port}/metrics (Ctrl-C stops)"
+            f"http://{_url_host(endpoint.host)}:{endpoint.port}/metrics (Ctrl-C stops)"
         )
         stop.wait()
     finally:
@@ -92,3 +92,8 @@ def _exporter(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"exporter": _exporter}
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets (``http://[::1]:9100``)."""
+    return f"[{host}]" if ":" in host else host

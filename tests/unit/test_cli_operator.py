@@ -152,3 +152,12 @@ def _transient() -> admin.GroupView:
     raise KafkaClientError(
         "reading offsets failed: _TRANSPORT", kafka_code=-195, kafka_name="_TRANSPORT"
     )
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [("127.0.0.1", "127.0.0.1"), ("::1", "[::1]"), ("localhost", "localhost")],
+)
+def test_the_exporter_shows_a_url_that_can_be_pasted(host: str, shown: str) -> None:
+    """An IPv6 listen address is written in brackets, as a URL needs it (http://[::1]:9100)."""
+    assert _exporter._url_host(host) == shown

@@ -61,7 +61,17 @@ def test_unknown_lag_unfetched_partitions_and_idle_brokers_are_left_out() -> Non
     assert stats.brokers == ()
 
 
-@pytest.mark.parametrize("text", ["", "[]", '{"topics": {"t": {}}}', "{bad json"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "[]",
+        '{"topics": {"t": {}}}',
+        "{bad json",
+        '{"topics": {"t": {"partitions": {"0": {"partition": 1e999}}}}}',
+        '{"topics": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ],
+)
 def test_what_is_not_a_statistics_document_is_refused(text: str) -> None:
     """Anything but librdkafka's document raises ValueError (logged by the recorder)."""
     with pytest.raises(ValueError, match="not a librdkafka statistics document"):

@@ -292,15 +292,19 @@ class FetchErrors:
         """The messages without error events, and the partitions fetched out of range.
 
         The second list has (topic, partition, position) for each partition whose position is
-        no longer in the log (retention deleted past it). End-of-partition events go silently.
+        no longer in the log (retention deleted past it), or None for a truncated log; the
+        messages of such a partition in the same list are left out too (the old leader's).
+        End-of-partition events go silently.
         """
-        kept, out_of_range = [], []
+        kept, out_of_range, truncated = [], [], set()
         for message in messages:
             error = message.error()
             if error is None:
                 kept.append(message)
             elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                 out_of_range.append((message.topic(), message.partition(), message.offset()))
+                if message.offset() is None:  # a truncated log: see below
+                    truncated.add((message.topic(), message.partition()))
             elif error.code() != KafkaError._PARTITION_EOF and self._log(
                 scrub(str(error), self._kafka), message.topic()
             ):
@@ -310,6 +314,8 @@ class FetchErrors:
                 )  # fmt: skip
                 if is_access_denied(mapped):
                     self._refused(mapped)
+        if truncated:  # the old leader's messages fetched before it: the new log may lack them
+            kept = [m for m in kept if (m.topic(), m.partition()) not in truncated]
         return kept, out_of_range
 
     def _log(self, text: str, topic: str | None) -> bool:

@@ -495,3 +495,16 @@ def test_a_refused_fetch_is_handed_on_once_a_minute_and_a_passing_error_never() 
     now[0] = 61.0
     errors.drop([down, denied])
     assert len(refused) == 2
+
+
+def test_a_truncated_partitions_messages_in_the_same_fetch_are_left_out() -> None:
+    """The old leader's messages ahead of the truncation event are dropped; others are kept.
+
+    They were handed out, and the same offsets came again from the new leader: a duplicate,
+    and a confirmed position that went back (the review of 2026-11-29, third round).
+    """
+    reset = Message(topic="t", partition=0, error=KafkaError(KafkaError._AUTO_OFFSET_RESET))
+    other = _messages(1, range(3, 5), 1)
+    kept, out_of_range = FetchErrors().drop([*_messages(0, range(10, 12), 1), *other, reset])
+    assert kept == other
+    assert out_of_range == [("t", 0, None)]

@@ -129,8 +129,11 @@ def ensure_topic(
     timeout_s: float,
     partitions: int = 1,
     admin: AdminClient | None = None,
+    create: bool = True,
 ) -> TopicState:
     """Create ``topic`` (``partitions``, ``config``) unless it exists; wait for its leaders.
+
+    Without ``create`` a missing topic is left missing: its state has 0 partitions.
 
     A created topic gets ``min(3, brokers)`` replicas and, with 3, ``min.insync.replicas=2``:
     one broker may fail without losing a write. An existing topic is left as it is and
@@ -156,6 +159,8 @@ def ensure_topic(
             operation = "DescribeConfigs"
             return _existing(admin, found, brokers=brokers, resource=resource, keys=config,
                              timeout_s=timeout_s, asked=asked)  # fmt: skip
+        if not create:
+            return TopicState(0, 0, brokers, {})
         factor = max(min(MAX_REPLICATION_FACTOR, brokers), 1)
         if factor < MAX_REPLICATION_FACTOR:  # only those that answer count: some may be down
             _log.info("creating a topic with fewer replicas: only these brokers answer",

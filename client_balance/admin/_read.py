@@ -71,20 +71,34 @@ def read_group(
 
 
 def read_group_at(
-    settings: ClientBalanceSettings, group: str, timeout_s: float, *, broker_clock: bool
-) -> tuple[GroupState, int, int]:
+    settings: ClientBalanceSettings, group: str, timeout_s: float, *, broker_clock: bool,
+    must_exist: bool = False,
+) -> tuple[GroupState, int, int]:  # fmt: skip
     """:func:`read_group`, and the time (ms) to judge its leases at.
 
     With ``broker_clock`` the broker's time of a probe written before the read's end, so that
     every record written before it counts; else the later of the newest record's time and this
     host's clock (a group whose members all died must not look alive forever).
+
+    A status topic that does not exist is never made here: it is a group with nobody, or with
+    ``must_exist`` (a reset or reap, which act on "nobody is live") a :class:`ConfigError`,
+    since a mistyped name would let them act on a live group.
     """
     kafka = settings.admin_config()
     count = ensure_status_topic(
         settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
         allow_single_replica=True,  # an operator must see a group whatever its topic is like
         partitions=settings.status_topic_partitions,
+        create=False,  # a view decides nothing: a mistyped name must not make a topic
     )  # fmt: skip
+    if not count and must_exist:
+        raise ConfigError(
+            f"status topic {settings.status_topic!r} does not exist on the cluster: no member "
+            "has started with it, so nothing can be judged live or dead; check its name "
+            "(status_topic, --status-topic)"
+        )
+    if not count:  # no member ever started with it: the group has nobody
+        return GroupState(group), 0, int(time.time() * 1000)
     secret = status_secret(settings)  # with it, the view shows what the members decide by
     readers: dict[int, StatusReader] = {}
     try:

@@ -31,12 +31,16 @@ def reset_offsets(
     ``topics`` default to those the members reported.
     Returns ``topic:partition`` -> the offset committed.
     """
+    if not isinstance(group, str) or not group.strip():
+        # The live check would judge settings.group_id while the commit went to this one.
+        raise ConfigError(f"group {group!r} is not allowed; give the group id to reset")
     stamp = parse_reset_target(to)
     to = to.strip().lower()
     for topic in topics:  # before any request: a bad name is the caller's, not the cluster's
         check_topic_name(topic)
     # The broker's time, as members judge: a host clock ahead would pass live members as dead.
-    view = GroupView.load(settings, group, timeout_s=timeout_s, broker_clock=True)
+    # A status topic that is missing (a mistyped name) would show no live member: refused.
+    view = GroupView.load(settings, group, timeout_s=timeout_s, broker_clock=True, must_exist=True)
     if view.live_members:
         ids = ", ".join(m.consumer_id for m in view.live_members)
         raise ConfigError(

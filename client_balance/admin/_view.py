@@ -134,14 +134,19 @@ class GroupView:
         *,
         timeout_s: float = 30.0,
         broker_clock: bool = False,
+        must_exist: bool = False,
     ) -> GroupView:
         """Read ``group`` (default ``settings.group_id``) from the status topic and Kafka.
 
         ``broker_clock``: judge leases by the broker's time, read from a record this writes to
-        the status topic (so it needs Write there), instead of this host's clock.
+        the status topic (so it needs Write there), instead of this host's clock. A status
+        topic that does not exist is not made: the group has no members, or with
+        ``must_exist`` it is a :class:`ConfigError` naming the topic.
         """
         group = group or settings.group_id
-        state, _, now_ms = read_group_at(settings, group, timeout_s, broker_clock=broker_clock)
+        state, _, now_ms = read_group_at(
+            settings, group, timeout_s, broker_clock=broker_clock, must_exist=must_exist
+        )
         holders = state.live_holders(now_ms)
         members = []
         topics: set[str] = set()
@@ -239,6 +244,7 @@ def list_groups(settings: ClientBalanceSettings, *, timeout_s: float = 30.0) -> 
     count = ensure_status_topic(
         settings.bootstrap_servers, settings.status_topic, kafka=kafka, timeout_s=timeout_s,
         allow_single_replica=True,  # an operator must see a group whatever its topic is like
+        create=False,  # none yet: no group has run with it, and a listing changes nothing
     )  # fmt: skip
     states: dict[str, GroupState] = {}
     for partition in range(count):

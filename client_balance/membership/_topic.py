@@ -60,8 +60,11 @@ def ensure_status_topic(
     partitions: int = 1,
     admin: AdminClient | None = None,
     on_created: Callable[[], None] = lambda: None,
+    create: bool = True,
 ) -> int:
     """Create the status topic if missing; check its settings; return its partition count.
+
+    Without ``create`` (an operator's read, which must change nothing) a missing topic is 0.
 
     Created with ``min(3, brokers)`` replicas (``min.insync.replicas=2`` with 3). Raises
     :class:`ConfigError` when it exists but is not compacted or does not stamp log-append time
@@ -71,8 +74,10 @@ def ensure_status_topic(
     """
     state = ensure_topic(
         bootstrap_servers, topic, config=STATUS_TOPIC_CONFIG, kafka=kafka, timeout_s=timeout_s,
-        partitions=partitions, admin=admin,
+        partitions=partitions, admin=admin, create=create,
     )  # fmt: skip
+    if not state.partitions:
+        return 0
     if state.partitions < partitions:
         raise ConfigError(
             f"status topic {topic!r} has {state.partitions} partitions, fewer than "

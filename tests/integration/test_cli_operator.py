@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 
-from client_balance import ClientBalanceConsumer, ClientBalanceSettings
+from client_balance import ClientBalanceConsumer, ClientBalanceSettings, _kafka
 from client_balance.admin import GroupView, reap_dead_members
 from client_balance.cli import main as cli_main
 from client_balance.errors import KafkaClientError
@@ -221,3 +221,24 @@ def test_no_escape_from_a_forged_status_record_reaches_stdout(
     assert cli_main(["groups", "--bootstrap-servers", kafka_bootstrap]) == 0
     out = capsys.readouterr().out
     assert ("\x1b" in out, "h\\x1b]2;owned" in out) == (False, True)
+
+
+def test_operator_reads_never_make_a_missing_status_topic(
+    kafka_bootstrap: str, new_topic: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status and groups commands see nobody on a missing status topic, and never make it.
+
+    reset-offsets refuses it, naming it: a mistyped --status-topic showed no live member and
+    let a reset act on a running group. The view made the topic, with 1 partition, which
+    refused members started later with more (the review of 2026-11-29, third round).
+    """
+    topic = new_topic(partitions=1)
+    missing = f"status-never-made-{uuid.uuid4().hex[:8]}"
+    common = ["--bootstrap-servers", kafka_bootstrap, "--status-topic", missing]
+    assert cli_main(["status", "--json", "--group", "g", *common]) == 0
+    assert json.loads(capsys.readouterr().out)["members"] == []
+    assert cli_main(["groups", *common]) == 0
+    reset = ["reset-offsets", "--group", "g", "--to", "earliest", "--topic", topic, *common]
+    assert cli_main(reset) == 1
+    assert f"status topic '{missing}' does not exist" in capsys.readouterr().err
+    assert missing not in _kafka.admin_client(kafka_bootstrap).list_topics(timeout=10).topics

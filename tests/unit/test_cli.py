@@ -418,12 +418,20 @@ def test_reset_to_takes_names_and_times(to: str, no_cluster_calls: list[str]) ->
 
 
 @pytest.mark.parametrize(
-    ("to", "topics"), [("-2", ()), ("-1", ()), ("1e3", ()), ("earliest", ("bad topic",))]
+    ("group", "to", "topics"),
+    [
+        ("g", "-2", ()),
+        ("g", "-1", ()),
+        ("g", "1e3", ()),
+        ("g", "earliest", ("bad topic",)),
+        # The live check judged settings.group_id while the commit went to group "".
+        ("", "earliest", ()),
+    ],
 )
 def test_reset_offsets_refuses_bad_input_before_any_request(
-    monkeypatch: pytest.MonkeyPatch, to: str, topics: tuple[str, ...]
+    monkeypatch: pytest.MonkeyPatch, group: str, to: str, topics: tuple[str, ...]
 ) -> None:
-    """The library call itself refuses a negative time or a bad topic name before reading."""
+    """The library call refuses a blank group, a negative time or a bad topic before reading."""
 
     def load(*_: Any, **__: Any) -> admin.GroupView:
         raise AssertionError("the cluster was asked")
@@ -431,7 +439,7 @@ def test_reset_offsets_refuses_bad_input_before_any_request(
     monkeypatch.setattr(admin.GroupView, "load", staticmethod(load))
     settings = ClientBalanceSettings(bootstrap_servers="127.0.0.1:1", group_id="g")
     with pytest.raises(ConfigError):
-        admin.reset_offsets(settings, "g", to, topics=topics)
+        admin.reset_offsets(settings, group, to, topics=topics)
 
 
 @pytest.mark.parametrize("seconds", ["-1", "nan", "inf", "-inf", "1e400"])

@@ -107,6 +107,10 @@ class HeldPartition:
     (``Shelf._evict``): paused until that batch is settled, then fetched again from there."""
     lost_to_retention: int = 0
     """Offsets retention deleted before they were delivered (see ``_retention``)."""
+    lost_counted_to: int = 0
+    """Where the offsets counted in ``lost_to_retention`` end: none is counted twice."""
+    cut_to: int | None = None
+    """A truncated log's restart, below the end of the batch out: its settle stands there."""
     announced: bool = True
     """False from ``hold`` until ``announce``: its ``on_assigned`` hook has not run yet."""
     fetched_ahead: tuple[int, int] | None = None

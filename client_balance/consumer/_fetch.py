@@ -298,7 +298,7 @@ class Fetcher:
         if messages and any(map(Message.error, messages)):
             messages, out_of_range = self._fetch_errors.drop(messages)
             restart_out_of_range(self._consumer, self._held, out_of_range, self._timeout_s,
-                                 partial(_locked, self._lock, self.shelf.drop))  # fmt: skip
+                                 partial(_locked, self._lock, self.shelf.cut))  # fmt: skip
         if not messages:
             return
         with self._lock:
@@ -388,7 +388,7 @@ def _consuming_failed(error: KafkaError, kafka: Mapping[str, Any]) -> ClientBala
     return from_kafka_exception(KafkaException(error), "consuming", kafka=kafka)
 
 
-def _locked(lock: threading.Condition, drop: Callable[[HeldPartition], None],
-            state: HeldPartition) -> None:  # fmt: skip
+def _locked(lock: threading.Condition, cut: Callable[[HeldPartition, int], None],
+            state: HeldPartition, restart: int) -> None:  # fmt: skip
     with lock:
-        drop(state)
+        cut(state, restart)

@@ -9,6 +9,7 @@ the position, and the fetcher restarts the partition at the log start itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 from client_balance._kafka import Consumer, KafkaException, kafka_tp
 from client_balance._logging import get_logger
@@ -22,13 +23,23 @@ _log = get_logger("fetch")
 
 
 def restart_at_log_start(
-    consumer: Consumer, state: HeldPartition, position: int, timeout_s: float
+    consumer: Consumer,
+    state: HeldPartition,
+    position: int,
+    timeout_s: float,
+    *,
+    truncated: bool = False,
+    cut: Callable[[int], None] = lambda _restart: None,
 ) -> None:
     """Fetch ``state``'s partition again from its log start; count the offsets retention took.
 
     Called holding the client lock. Messages already buffered stay: they were read before the
     deletion. If the log start cannot be read now, the partition is assigned at ``position``
     again, which fails the same way and brings the fetcher back here on a later fetch.
+
+    ``truncated``: a new leader's log that ends below ``position``, where the application
+    stands, is read on from its end, not its start (the start is for a topic made anew); what
+    it lacks was delivered already. ``cut`` gets the restart, before the assign.
     """
     tp = kafka_tp(state.partition)
     try:
@@ -38,9 +49,17 @@ def restart_at_log_start(
             "could not read the log start", partition=str(state.partition), error=scrub(str(error))
         )
         low = high = position
-    if position > high:
-        # Past the end: the log is another one now (its topic was deleted and created again,
-        # or an unclean election cut it back). Everything in it is new to us.
+    if position > high and truncated:
+        restart = max(int(low), int(high))
+        _log.warning(
+            "the new log ends below where the application stands; reading on from its end",
+            partition=str(state.partition),
+            stands=position,
+            restart_at=restart,
+        )
+    elif position > high:
+        # Past the end: the log is another one now (its topic was deleted and created again).
+        # Everything in it is new to us.
         _log.warning(
             "position beyond the end of the log; reading it from its start",
             partition=str(state.partition),
@@ -50,7 +69,9 @@ def restart_at_log_start(
         restart = int(low)
     else:
         restart = max(int(low), position)
-    lost = max(restart - position, 0)
+    # Counted once: a rollback to before offsets counted already would count them again.
+    lost = max(restart - max(position, state.lost_counted_to), 0)
+    state.lost_counted_to = max(state.lost_counted_to, restart)
     if lost:
         state.lost_to_retention += lost
         _log.warning(
@@ -60,6 +81,7 @@ def restart_at_log_start(
             lost=lost,
             restart_at=restart,
         )
+    cut(restart)
     consumer.incremental_unassign([tp])
     consumer.incremental_assign([kafka_tp(state.partition, restart)])
     consumer.resume([tp])  # a pause survives unassign and assign (see Fetcher._hold)
@@ -73,15 +95,17 @@ def restart_out_of_range(
     held: Mapping[TopicPartition, HeldPartition],
     out_of_range: Iterable[tuple[str | None, int | None, int | None]],
     timeout_s: float,
-    drop_buffer: Callable[[HeldPartition], None] = lambda _state: None,
+    cut: Callable[[HeldPartition, int], None] = lambda _state, _restart: None,
 ) -> None:
     """Restart each held partition that a fetch found out of range (``FetchErrors.drop``).
 
     A reset without a position is librdkafka finding the log truncated (a new leader's log
     ends below what was fetched): it stopped fetching the partition. What was buffered may be
-    the old leader's messages the new log no longer has, so it is dropped (``drop_buffer``,
-    under the fetcher's lock), and the partition restarts where the application stands: its
-    confirmed position, or the end of the batch it has out. Skipped, it stayed held and silent.
+    the old leader's messages the new log no longer has, so it is dropped (``cut``, under the
+    fetcher's lock, which also holds the partition's positions to the restart), and the
+    partition restarts where the application stands: its confirmed position, or the end of the
+    batch it has out; or the new log's end, if that is lower. Skipped, it stayed held and
+    silent; restarted at its log start, the whole log came again.
     """
     for topic, number, position in out_of_range:
         if topic is None or number is None:
@@ -89,9 +113,11 @@ def restart_out_of_range(
         state = held.get(TopicPartition(topic, number))
         if state is None or state.releasing or state.rewinding or state.evicted:
             continue
-        if position is None:
-            drop_buffer(state)
-            stands = state.batch.end if state.batch is not None else state.confirmed
-            _log.warning("log truncated under the partition; restarting it",
-                         partition=str(state.partition), position=stands)  # fmt: skip
-        restart_at_log_start(consumer, state, stands if position is None else position, timeout_s)
+        if position is not None:
+            restart_at_log_start(consumer, state, position, timeout_s)
+            continue
+        stands = state.batch.end if state.batch is not None else state.confirmed
+        _log.warning("log truncated under the partition; restarting it",
+                     partition=str(state.partition), position=stands)  # fmt: skip
+        restart_at_log_start(consumer, state, stands, timeout_s, truncated=True,
+                             cut=partial(cut, state))  # fmt: skip

@@ -126,6 +126,10 @@ class Shelf:
         if consumed:
             state.confirmed = batch.end if until is None else until
         rewind_to = until if consumed else batch.start
+        if state.cut_to is not None:  # the new log ends below the batch (``cut``)
+            state.confirmed = min(state.confirmed, state.cut_to)
+            rewind_to = None if rewind_to is None else min(rewind_to, state.cut_to)
+            state.cut_to = None
         if state.evicted:  # what followed the batch was dropped: fetch it again from there
             rewind_to, state.evicted = state.confirmed, False
         if rewind_to is not None:
@@ -142,6 +146,17 @@ class Shelf:
     def drop(self, state: HeldPartition) -> None:
         """Forget ``state``'s buffer (a rewind or a release)."""
         self.budget.used -= state.drop_buffer()
+
+    def cut(self, state: HeldPartition, restart: int) -> None:
+        """A log truncated under ``state``: its buffer goes, and it stands at most at ``restart``.
+
+        A batch that ends beyond it stands there once settled: its next batch starts at the new
+        log's end, and a rollback of it goes back no further than there.
+        """
+        self.drop(state)
+        state.confirmed = min(state.confirmed, restart)
+        if state.batch is not None and state.batch.end > restart:
+            state.cut_to = restart
 
     def share_out(self, messages: list[Any], taken: list[Batch] | None) -> list[TopicPartition]:
         """Buffer ``messages`` (errors dropped, not empty); the partitions to pause now.

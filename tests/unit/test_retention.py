@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+from confluent_kafka import Message
+
 from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._retention import restart_at_log_start, restart_out_of_range
+from client_balance.consumer._shelf import Shelf
 from client_balance.keys import TopicPartition
 
 T0 = TopicPartition("t", 0)
@@ -62,14 +66,42 @@ def test_a_truncated_log_restarts_where_the_application_stands_without_the_old_b
     client = _Truncated()
     state = HeldPartition(T0, None, 10, 10)
     state.buffer.append(cast(Any, [_Fetched(10), _Fetched(11)]))
-    dropped: list[HeldPartition] = []
+    cuts: list[tuple[HeldPartition, int]] = []
     restart_out_of_range(
         cast(Any, client), {T0: state}, [("t", 0, None)], timeout_s=1.0,
-        drop_buffer=dropped.append,
+        cut=lambda held, restart: cuts.append((held, restart)),
     )  # fmt: skip
-    assert dropped == [state]
+    assert cuts == [(state, 10)]
     assert client.calls == [("unassign", 0), ("assign", 10), ("resume", 0)]
     assert state.lost_to_retention == 0
+
+
+def test_a_log_truncated_below_the_confirmed_position_reads_on_from_its_new_end() -> None:
+    """The new log (0..11) ends below the confirmed 12: restarted at 11, not at its log start.
+
+    Taken for a topic made anew, it restarted at 0 and delivered the whole log again (the
+    review of 2026-11-29, third round).
+    """
+    client = _Truncated()
+    state = HeldPartition(T0, None, 12, 12)
+    cuts: list[int] = []
+    restart_out_of_range(
+        cast(Any, client), {T0: state}, [("t", 0, None)], timeout_s=1.0,
+        cut=lambda _held, restart: cuts.append(restart),
+    )  # fmt: skip
+    assert cuts == [11]
+    assert client.calls == [("unassign", 0), ("assign", 11), ("resume", 0)]
+    assert state.lost_to_retention == 0
+
+
+def test_offsets_counted_lost_are_not_counted_again_after_a_rollback() -> None:
+    """Retention took 10..39; a rollback to 5 finds it again and counts nothing twice."""
+    client = _Client()
+    state = HeldPartition(T0, None, 5, 5)
+    restart_at_log_start(client, state, 10, timeout_s=1.0)  # type: ignore[arg-type]
+    restart_at_log_start(client, state, 5, timeout_s=1.0)  # type: ignore[arg-type]
+    assert state.lost_to_retention == 30
+    assert [call for call in client.calls if call[0] == "assign"] == [("assign", 40)] * 2
 
 
 class _Fetched:
@@ -80,3 +112,23 @@ class _Fetched:
 
     def offset(self) -> int:
         return self._offset
+
+
+@pytest.mark.parametrize(("consumed", "rewind_to"), [(True, None), (False, 11)])
+def test_a_batch_out_beyond_a_cut_log_settles_at_the_new_logs_end(
+    consumed: bool, rewind_to: int | None
+) -> None:
+    """Batch 12..14 out, the new log ends at 11: it settles at 11, confirmed or rolled back.
+
+    Past it, the next batch started at 15 with messages from 11, and a rollback to 12, beyond
+    the log's end, restarted the partition at its log start.
+    """
+    state = HeldPartition(T0, None, 12, 12)
+    shelf = Shelf({T0: state}, 10, 1 << 20, "type")
+    run = [Message(topic="t", partition=0, offset=at, value=b"x") for at in range(12, 15)]
+    state.add_run(run, len(run), len(run), 100)
+    batch, _ = state.hand_out(10, 1, "type")
+    assert (batch.start, batch.end) == (12, 15)
+    shelf.cut(state, 11)
+    _, rewound = shelf.settle(state, consumed, None)
+    assert (rewound, state.confirmed) == (rewind_to, 11)

@@ -57,6 +57,7 @@ commit's records as one batch, and refuses a batch over the offsets topic's 1 MB
 (a 255-character group, 249-character topics). Larger commits go out in several requests."""
 _OFFSET_RECORD_BYTES = 100
 """An offset record's size beside its group and topic names: key and value fields, framing."""
+_SHOWN = 5  # partitions named in an error; the count says how many more
 _TOPIC_BYTES_MAX = 249 * 4
 """Kafka's longest topic name (249 characters) in the widest UTF-8 (4 bytes a character)."""
 
@@ -130,16 +131,42 @@ def commit_offsets(
     every = [kafka_tp(tp, offset) for tp, offset in offsets.items()]
 
     def commit() -> None:
-        try:
-            for _ in commit_runs(client, group_id, every):
-                pass
-        except KafkaException as error:
-            raise from_kafka_exception(error, doing) from error
+        done: list[str] = []  # committed before a run failed: the error must say so
+        for run in commit_batches(group_id, every):
+            try:
+                answers = client.commit(offsets=run, asynchronous=False) or []
+            except KafkaException as error:
+                raise _partly(from_kafka_exception(error, doing), done, run) from error
+            refused = [answer for answer in answers if answer.error is not None]
+            done += [f"{a.topic}:{a.partition}" for a in answers if a.error is None]
+            if refused:
+                first = KafkaException(refused[0].error)
+                raise _partly(from_kafka_exception(first, doing), done, refused) from first
 
     try:
         call_until_transient_passes(commit, timeout_s=timeout_s)
     finally:
         client.close()
+
+
+def _partly(
+    error: KafkaClientError, done: Sequence[str], refused: Sequence[KafkaTopicPartition]
+) -> KafkaClientError:
+    """``error``, saying which partitions were committed before it and which were not."""
+    if not done:
+        return error
+    return KafkaClientError(
+        f"{error}; committed before it failed: {_few(done)}; not committed: "
+        f"{_few([f'{tp.topic}:{tp.partition}' for tp in refused])}",
+        kafka_code=error.kafka_code,
+        kafka_name=error.kafka_name,
+        retriable=error.retriable,
+    )
+
+
+def _few(names: Sequence[str]) -> str:
+    more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+    return ", ".join(names[:_SHOWN]) + more
 
 
 def offsets_for_times(

@@ -44,6 +44,12 @@ Run = tuple[tuple[str | None, int | None], int]
 """((topic, partition), length) of consecutive messages of one partition."""
 
 
+_SAMPLE_MESSAGES = 10_000
+"""Messages the byte budget's running mean size is over, about (older ones weigh less)."""
+_RECENT_FETCHES = 16
+"""Fetches whose mean sizes the byte budget's estimate is the largest of: a mean over a few
+messages strays from the running one, by more the fewer there are."""
+
 _HOLDINGS = count(1)
 """Numbers each holding of a partition: released and held again, it is another one."""
 
@@ -193,12 +199,13 @@ class ByteBudget:
     """Bytes of message values buffered by one consumer, against ``max_buffered_bytes``.
 
     Fetching stops while one more message of the typical size would pass the limit, and each
-    ``consume()`` asks for no more messages than fit, so the buffers stay within the limit when
-    sizes do not vary between fetches. With nothing buffered a fetch is always allowed: a
-    message bigger than the limit is delivered alone instead of blocking its partition.
+    ``consume()`` asks for no more messages than fit in what is left, so a fetch passes the
+    limit only if its messages are on average larger than ``typical`` (docs/consumer.md,
+    "Memory"). With nothing buffered a fetch is always allowed: a message bigger than the
+    limit is delivered alone instead of blocking its partition.
     """
 
-    __slots__ = ("limit", "peak", "typical", "used")
+    __slots__ = ("_means", "_sample_bytes", "_sample_count", "limit", "peak", "typical", "used")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -206,8 +213,12 @@ class ByteBudget:
         self.peak = 0
         """The most ever buffered at once: for tests and diagnostics."""
         self.typical = 0
-        """Size of the larger end message of the last fetch (0 until a fetch): an estimate
-        that needs no pass over every message."""
+        """Bytes per message expected of the next fetch: 0 until a fetch is measured, then at
+        least 1 (:meth:`saw`)."""
+        self._means: deque[int] = deque(maxlen=_RECENT_FETCHES)
+        # The running mean's sums, halved past _SAMPLE_MESSAGES so that it follows a change.
+        self._sample_bytes = 0
+        self._sample_count = 0
 
     def add(self, size: int) -> None:
         """``size`` bytes were buffered."""
@@ -219,14 +230,30 @@ class ByteBudget:
         return self.used == 0 or self.used + self.typical <= self.limit
 
     def fetch_count(self, batch_max: int) -> int:
-        """How many messages one ``consume()`` may ask for (at least one)."""
-        if not self.typical:
-            return batch_max
-        return max(1, min(batch_max, (self.limit - self.used) // self.typical))
+        """How many messages one ``consume()`` may ask for: what fits, at most ``batch_max``, >= 1.
 
-    def saw(self, messages: list[Any]) -> None:
-        """Note the sizes at the ends of a fetched list (not empty)."""
-        self.typical = max(len(messages[0]), len(messages[-1]))
+        A size not known yet counts as 1 byte: the limit left is honoured even then.
+        """
+        return max(1, min(batch_max, (self.limit - self.used) // (self.typical or 1)))
+
+    def saw(self, count: int, size: int) -> None:
+        """A fetch's ``count`` measured messages (more than 0) held ``size`` bytes of values.
+
+        ``typical`` becomes the largest mean size of the last ``_RECENT_FETCHES`` measured
+        fetches, or the mean over about the last ``_SAMPLE_MESSAGES`` messages if larger, and
+        at least 1 byte. Means over whole fetches, not their end messages: a tombstone (0 bytes)
+        or a small message there cannot turn the bound off. It uses only sums the caller has
+        made already: another pass over every message would cost more than librdkafka takes to
+        fetch it.
+        """
+        self._means.append(-(-size // count))
+        self._sample_bytes += size
+        self._sample_count += count
+        if self._sample_count > _SAMPLE_MESSAGES:
+            self._sample_bytes //= 2
+            self._sample_count //= 2
+        running = -(-self._sample_bytes // self._sample_count)
+        self.typical = max(1, running, *self._means)
 
 
 def why_nothing(states: Collection[HeldPartition]) -> int:

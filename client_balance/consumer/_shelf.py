@@ -10,7 +10,8 @@ the other partitions.
 A caller's own fetch hands the first run it can out at once, without buffering it: with one
 application thread almost every batch of 100 messages or more goes that way, and only what
 stays behind is measured (counting bytes is a pass over every message, which would cost more
-than the split). Smaller batches are fetched several at a time (``fetch_size``).
+than the split), but for the first fetch: the byte bound needs a size before it buffers.
+Smaller batches are fetched several at a time (``fetch_size``).
 
 Pure bookkeeping, no Kafka calls: the fetcher holds its lock around every use and makes the
 calls (pausing a partition) that the shelf asks for.
@@ -94,11 +95,9 @@ class Shelf:
         """How many messages the next ``consume()`` may ask for.
 
         No more than a batch until a fetch has shown how big the messages are: the byte bound
-        can only be kept for sizes it knows.
+        can only be kept for sizes it knows. Never more than fit in what the bound has left.
         """
-        if not self.budget.typical:
-            return self._batch_max
-        return self.budget.fetch_count(self._fetch_max)
+        return self.budget.fetch_count(self._fetch_max if self.budget.typical else self._batch_max)
 
     def take(self) -> Batch | None:
         """The next buffered batch in turn, or None."""
@@ -168,8 +167,10 @@ class Shelf:
         # A fetch past a full budget is a stuck caller's (or one made to serve a queued call):
         # batches out give their buffers up only for a partition that has nothing.
         to_pause = [] if self.budget.has_room() or not self.stuck() else self._evict()
-        self.budget.saw(messages)
-        start = 0
+        # The sizes seen: what is buffered (summed anyway), and, while no size is known yet,
+        # a batch handed out directly too (summed only then: that pass is the cost it saves).
+        measure = not self.budget.typical
+        seen = seen_bytes = start = 0
         for key, length in split_runs(messages, self.topics_assigned):
             run = messages if length == len(messages) else messages[start : start + length]
             start += length
@@ -180,16 +181,23 @@ class Shelf:
                 token = next(self._tokens)
                 if length <= self._batch_max:
                     taken.append(state.take_run(run, token, self._filter_header))
+                    if measure:
+                        seen, seen_bytes = seen + length, seen_bytes + sum(map(len, run))
                     continue
                 # A consume() of several small batches: the first goes out, the rest waits.
                 head, run = run[: self._batch_max], run[self._batch_max :]
                 taken.append(state.take_run(head, token, self._filter_header))
+                if measure:
+                    seen, seen_bytes = seen + len(head), seen_bytes + sum(map(len, head))
             if not state.buffer and state.batch is None:
                 self.ready.append(state.partition)
             size = sum(map(len, run))
+            seen, seen_bytes = seen + len(run), seen_bytes + size
             self.budget.add(size)
             if state.add_run(run, len(run), size, self.buffer_max):
                 to_pause.append(state.partition)
+        if seen:
+            self.budget.saw(seen, seen_bytes)
         if not self.budget.has_room() and self.stuck():
             to_pause += self._hold_back()
         return to_pause

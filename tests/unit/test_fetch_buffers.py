@@ -41,7 +41,7 @@ def _shelf(limit: int, batch_max: int = 10) -> tuple[Shelf, dict[TopicPartition,
 def test_a_fetch_is_always_allowed_with_nothing_buffered() -> None:
     """An empty budget lets a fetch through even when one message is bigger than the bound."""
     budget = ByteBudget(64 * KIB)
-    budget.saw(_messages(0, range(1), 100 * KIB))
+    budget.saw(1, 100 * KIB)
     assert budget.has_room()
     assert budget.fetch_count(batch_max=10) == 1
     budget.add(100 * KIB)
@@ -52,7 +52,7 @@ def test_each_fetch_asks_for_no_more_than_fits() -> None:
     """consume() is asked for what fits in the bound at the last fetch's message size."""
     budget = ByteBudget(64 * KIB)
     assert budget.fetch_count(batch_max=50) == 50  # no size seen yet
-    budget.saw(_messages(0, range(2), 1000))
+    budget.saw(2, 2000)
     assert budget.fetch_count(batch_max=50) == 50
     budget.add(60_000)
     assert budget.fetch_count(batch_max=50) == 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count, groupby
 from operator import countOf
@@ -256,11 +256,15 @@ class ByteBudget:
         self.typical = max(1, running, *self._means)
 
 
-def why_nothing(states: Collection[HeldPartition]) -> int:
-    """Why no batch can be handed out: 406 nothing held, 408 all batches out, 407 no data."""
-    if not states:
+def why_nothing(states: Iterable[HeldPartition]) -> int:
+    """Why no batch can be handed out: 406 nothing held, 408 all batches out, 407 no data.
+
+    Of the partitions held only: one fetched ahead of its claim, or being released, is not.
+    """
+    held = [s for s in states if s.fetched_ahead is None and not s.releasing]
+    if not held:
         return 406
-    if all(state.batch is not None for state in states):
+    if all(state.batch is not None for state in held):
         return 408
     return 407
 

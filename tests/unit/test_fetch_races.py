@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from client_balance import ClientBalanceSettings
 from client_balance._metrics import NO_METRICS
 from client_balance.consumer import _commits, _fetch, _starts
+from client_balance.consumer._buffers import HeldPartition
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
@@ -21,7 +22,7 @@ from client_balance.consumer._launch import Running
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.keys import TopicPartition
 
-T0 = TopicPartition("t", 0)
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
 def _meta(**more: Any) -> SimpleNamespace:
@@ -186,6 +187,30 @@ def test_a_rollback_does_not_move_back_a_partition_held_again_meanwhile(
         offsets += [m.offset() or 0 for m in again.messages]
         fetcher.settle(again.partition, again.token, consumed=True)
     assert offsets == list(range(10, 50))
+
+
+def test_no_batch_says_why_of_the_held_partitions_only(client: _Client) -> None:
+    """406 and 408 hold while a partition is fetched ahead of its claim or being released."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", batch_max_messages=10
+    )
+    fetcher = Fetcher(settings)
+    try:
+        with fetcher._lock:  # what fetch_ahead leaves: a partition being read, not held
+            fetcher._held[T1] = HeldPartition(
+                T1, None, 0, None, announced=False, fetched_ahead=(0, 50)
+            )
+        assert fetcher.take_batch(timeout_s=0.0) == 406  # nothing held: 407 before
+        _hold(fetcher)
+        batch = fetcher.take_batch(timeout_s=5.0)
+        assert not isinstance(batch, int)
+        assert fetcher.take_batch(timeout_s=0.0) == 408  # the one held has its batch out
+        with fetcher._lock:
+            del fetcher._held[T1]
+            fetcher._held[T1] = HeldPartition(T1, None, 0, None, releasing=True)
+        assert fetcher.take_batch(timeout_s=0.0) == 408  # the other one is on its way out
+    finally:
+        fetcher.close(0.0)
 
 
 def test_a_caller_waits_instead_of_spinning_while_the_lease_is_in_doubt(

@@ -11,6 +11,7 @@ from client_balance._deserializers import Deserializer
 from client_balance._kafka import AdminOwner, admin_client, group_client, wait_until
 from client_balance._logging import get_logger
 from client_balance._metrics import Recorder, recorder_for
+from client_balance._timing import Deadline
 from client_balance.consumer import _reconcile
 from client_balance.consumer._buffers import Batch
 from client_balance.consumer._decode import Decoder
@@ -76,8 +77,9 @@ class Running:
         :class:`DeserializationError` for a batch that does not decode (rolled back, counted).
         """
         messages: list[Any]
+        deadline = Deadline(timeout_s)  # one for the call: a batch set aside takes from it
         while True:
-            batch = self.fetcher.take_batch(timeout_s)
+            batch = self.fetcher.take_batch(deadline.left_s())
             if isinstance(batch, int):
                 self.fetcher.failures.raise_once()
                 reason = _NO_BATCH_REASONS[batch]

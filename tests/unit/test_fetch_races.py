@@ -14,12 +14,13 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from client_balance import ClientBalanceSettings
 from client_balance._metrics import NO_METRICS
 from client_balance.consumer import _commits, _fetch, _starts
-from client_balance.consumer._buffers import HeldPartition
+from client_balance.consumer._buffers import Batch, HeldPartition
 from client_balance.consumer._fetch import Fetcher
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._keeper import PartitionKeeper
 from client_balance.consumer._launch import Running
 from client_balance.consumer._redelivery import Redeliveries
+from client_balance.errors import NoMessageError
 from client_balance.keys import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -240,6 +241,39 @@ def test_a_caller_waits_instead_of_spinning_while_the_lease_is_in_doubt(
         fetcher.shelf.lease_ok = lambda: True  # renewed: the teardown's release may commit
     # A wait is 50 ms at most: some ten looks in 0.5 s. Spinning made hundreds of thousands.
     assert looks < 100
+
+
+def test_a_batch_set_aside_leaves_the_wait_only_what_is_left_of_timeout_s() -> None:
+    """redelivery_policy="skip": get_message(timeout_s) is one deadline, not one per batch."""
+    settings = ClientBalanceSettings(
+        bootstrap_servers="127.0.0.1:9", group_id="g", max_redeliveries=0,
+        redelivery_policy="skip",
+    )  # fmt: skip
+    redeliveries = Redeliveries(settings)
+    redeliveries.rolled_back(T0, 0, 5, "t:0")  # once already: over the limit, skipped
+    messages = [Message(topic="t", partition=0, offset=o, value=b"x") for o in range(5)]
+    waits: list[float] = []
+
+    def take_batch(timeout_s: float) -> Batch | int:
+        waits.append(timeout_s)
+        if len(waits) > 1:
+            return 407
+        time.sleep(0.2)  # the batch to skip comes late in the wait
+        return Batch(T0, 1, 0, 5, messages, None)
+
+    fetcher = SimpleNamespace(
+        take_batch=take_batch, settle=lambda *_a, **_k: None,
+        failures=SimpleNamespace(raise_once=lambda: None),
+    )  # fmt: skip
+    run = Running(
+        cast(Any, None), cast(Any, fetcher), cast(Any, _meta()), cast(Any, None),
+        cast(Any, None), redeliveries, NO_METRICS, cast(Any, None),
+    )  # fmt: skip
+    with pytest.raises(NoMessageError) as raised:
+        run.next_batch(0.5)
+    assert raised.value.code == 407
+    assert 0.4 < waits[0] <= 0.5
+    assert waits[1] <= 0.3  # a fresh 0.5 s before
 
 
 def test_a_skip_stops_at_the_end_of_the_shortest_batch_rolled_back() -> None:

@@ -14,9 +14,11 @@ its calls off the event loop. Two lanes do that, per consumer:
 A call cannot be stopped once its thread runs it, so cancellation is made safe around it:
 a ``get_message`` whose caller was cancelled rolls back the batch it brings, and a batch held
 by a task that ends by cancellation or an exception is rolled back (nothing is committed for
-it; its messages come again). A batch that a ``batches()`` generator yielded is the generator's
-until it is settled or the generator moves past it: closing the generator at it rolls it back,
-whether the task that iterated it ended before or not.
+it; its messages come again). A cancelled call that then fails may have taken a background
+failure from the engine (raised once, by the next call, and so cleared there): its failure is
+kept here and raised by the next call instead. A batch that a ``batches()`` generator
+yielded is the generator's until it is settled or the generator moves past it: closing the
+generator at it rolls it back, whether the task that iterated it ended before or not.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from client_balance._failure import FailureSlot
 from client_balance._logging import get_logger
 from client_balance.consumer._results import ConfirmResult, ConsumeResult
-from client_balance.errors import ClientBalanceError, NotStartedError
+from client_balance.errors import ClientBalanceError, NoMessageError, NotStartedError
 
 __all__ = ["Engine", "Lanes"]
 
@@ -70,17 +73,28 @@ class Lanes:
         Python closes a generator left by ``break`` or ``return`` on a later turn of the loop,
         after the task that left it may have ended; the generator, not that task, decides.
         """
+        self._failures = FailureSlot()
+        """What a call whose caller was cancelled failed with: raised by the next call or take."""
         self._closed = False
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` on the calls lane (with the caller's context variables).
 
-        Cancelled before its thread took it, the call never runs; after, it runs to its end.
+        Cancelled before its thread took it, the call never runs; after, it runs to its end,
+        and what it fails with is raised by the next call or take.
         """
-        return await asyncio.wrap_future(self._submit(self._calls, function, *args))
+        self._failures.raise_once()
+        future = self._submit(self._calls, function, *args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if not future.cancel():  # it runs or ran: its failure must not vanish with it
+                future.add_done_callback(self._keep_failure)
+            raise
 
     async def take(self, timeout_s: float) -> ConsumeResult:
         """``get_message(timeout_s)``, held by the calling task until it is settled."""
+        self._failures.raise_once()
         future = self._submit(self._calls, self._engine.get_message, timeout_s)
         try:
             result = await asyncio.wrap_future(future)
@@ -172,6 +186,21 @@ class Lanes:
         # From the calls thread that ran get_message, or the loop if it had finished already.
         if not future.cancelled() and future.exception() is None:
             self._submit_roll_back(future.result().confirm_context, received=False)
+        else:
+            self._keep_failure(future)
+
+    def _keep_failure(self, future: Future[Any]) -> None:
+        # From the calls thread that ran the call, or the loop if it had finished already.
+        error = None if future.cancelled() else future.exception()
+        # No batch in time, or no consumer running: the next call finds that out for itself (a
+        # NotStartedError kept from before start() would be raised by start()).
+        if error is None or isinstance(error, NoMessageError | NotStartedError):
+            return
+        if isinstance(error, ClientBalanceError):
+            # Maybe a background failure the engine raised once, to this call: the only time.
+            self._failures.store(error)
+        else:  # a bug: it would vanish in a future nobody awaits
+            _log.error("a call whose caller was cancelled failed", exc_info=error)
 
     def _submit_roll_back(self, confirm_context: str, *, received: bool = True) -> None:
         try:

@@ -1,0 +1,109 @@
+"""The asyncio layer's failures: those of cancelled calls, of shutdown, and refused hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from client_balance import (
+    ClientBalanceError,
+    ConsumeResult,
+    GroupInUseError,
+    NoMessageError,
+)
+from client_balance.consumer._lanes import Lanes
+from tests.unit.test_async import FakeEngine, _closed, _consumer_over, _until_called
+
+_BACKGROUND = ClientBalanceError("the status report thread failed and goes on: X")
+
+
+class FirstCallFailsEngine(FakeEngine):
+    """Its first get_message (once the gate opens) raises ``error``, as a kept failure is."""
+
+    def __init__(self, error: ClientBalanceError) -> None:
+        super().__init__()
+        self.error = error
+
+    def get_message(self, timeout_s: float = 10.0) -> ConsumeResult:
+        """Raise ``error`` from the first call (which clears it in the engine), then batches."""
+        first = self.calls == 0  # counted on entry: a later call may start while this waits
+        result = super().get_message(timeout_s)
+        if first:
+            raise self.error
+        return result
+
+
+async def _first_failure(call: Callable[[], Awaitable[None]]) -> BaseException | None:
+    """Await ``call()`` up to 100 times (10 ms apart) until it raises; what it raised."""
+    for _ in range(100):
+        try:
+            await call()
+        except ClientBalanceError as error:
+            return error
+        await asyncio.sleep(0.01)
+    return None
+
+
+@pytest.mark.asyncio
+async def test_a_failure_a_cancelled_get_message_took_is_raised_once_by_the_next_call() -> None:
+    """The orphaned call raised (and so cleared) a background failure: the next call gets it."""
+    engine = FirstCallFailsEngine(_BACKGROUND)
+    consumer = _consumer_over(engine)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await consumer.get_message(timeout_s=10.0)
+    engine.open.set()  # the orphaned call goes on in its thread, and raises the failure
+
+    async def take_and_confirm() -> None:
+        batch = await consumer.get_message(timeout_s=1.0)
+        await consumer.confirm(batch.confirm_context)
+
+    assert await _first_failure(take_and_confirm) is _BACKGROUND
+    assert await _first_failure(take_and_confirm) is None  # once
+    await consumer.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_a_no_message_error_of_a_cancelled_get_message_is_dropped() -> None:
+    """Nothing in time is no failure: the next call does not raise it."""
+    engine = FirstCallFailsEngine(NoMessageError("no batch within 10.0 s", code=406))
+    lanes = Lanes(engine, max_threads=2)
+    waiting = asyncio.create_task(lanes.take(10.0))
+    await _until_called(engine)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    engine.open.set()
+    await asyncio.sleep(0.1)  # the orphaned call ends
+    assert (await lanes.take(1.0)).confirm_context == "0:t:0:2"
+    await _closed(lanes)
+
+
+@pytest.mark.asyncio
+async def test_a_failure_of_a_cancelled_call_is_raised_once_by_the_next_call() -> None:
+    """A commit cancelled while it runs, then failing: its failure reaches the next call."""
+    lanes = Lanes(FakeEngine(), max_threads=2)
+    running, may_fail = threading.Event(), threading.Event()
+    refused = GroupInUseError("commit refused: the group has subscribe() members", group_id="g")
+
+    def commit() -> None:
+        running.set()
+        assert may_fail.wait(30), "the test never let the commit fail"
+        raise refused
+
+    calling = asyncio.create_task(lanes.call(commit))
+    assert await asyncio.to_thread(running.wait, 30)
+    calling.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await calling
+    may_fail.set()
+
+    async def nothing() -> None:
+        await lanes.call(lambda: None)
+
+    assert await _first_failure(nothing) is refused
+    assert await _first_failure(nothing) is None  # once
+    await _closed(lanes)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncGenerator, Iterable, Mapping
+from concurrent.futures import Future
 from functools import partial
 from types import TracebackType
 from typing import Any, Self
@@ -77,7 +78,8 @@ class AsyncClientBalanceConsumer:
             on_lost=on_lost, metrics_registry=metrics_registry,
         )  # fmt: skip
         self._lanes = Lanes(self._consumer, max_threads)
-        self._closing: asyncio.Future[None] | None = None
+        # A thread's future, not a task's: no loop owns it, and no task cancel reaches it.
+        self._closing: Future[None] | None = None
         self._warned_own_task = False
 
     # ------------------------------------------------------------------ cheap, not awaited
@@ -150,25 +152,36 @@ class AsyncClientBalanceConsumer:
     async def shutdown(self) -> None:
         """Roll back what cancelled tasks left, then ``ClientBalanceConsumer.shutdown``.
 
-        Idempotent. Cancelling the caller does not stop the shutdown half-way: it goes on.
+        Idempotent. The shutdown runs on a thread of the loop's default executor to its end,
+        whatever happens to its awaiters (cancelled, or every task cancelled as ``asyncio.run``
+        ends, which waits for it): awaiting again waits for the same shutdown.
         """
         first = self._closing is None
         if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close())
+            self._closing = Future()
+            self._closing.set_running_or_notify_cancel()  # nothing can cancel it from now on
+            asyncio.get_running_loop().run_in_executor(None, self._close, self._closing)
         try:
-            await asyncio.shield(self._closing)
+            await asyncio.shield(asyncio.wrap_future(self._closing))
         except CallbackError:
             if first:  # raised once, as the sync shutdown() does
                 raise
 
-    async def _close(self) -> None:
+    def _close(self, done: Future[None]) -> None:
+        # One blocking sequence on a thread, not a task: a task cancelled half-way (asyncio.run
+        # cancels every task left) never shut the engine down, and left every awaiter cancelled.
         try:
-            await self._lanes.drained()  # the rollbacks asked for so far reach the engine first
-            # Not on a lane: every calls thread may be waiting in get_message, and the batches
-            # out must stay confirmable on the settles lane while shutdown waits for them.
-            await asyncio.to_thread(self._consumer.shutdown)
-        finally:
-            await asyncio.to_thread(self._lanes.close)
+            try:
+                self._lanes.drain()  # the rollbacks asked for so far reach the engine first
+                # Not on a lane: every calls thread may be waiting in get_message, and the
+                # batches out must stay confirmable on the settles lane while shutdown waits.
+                self._consumer.shutdown()
+            finally:
+                self._lanes.close()
+        except BaseException as error:  # whatever it is, the awaiters must not wait for ever
+            done.set_exception(error)
+        else:
+            done.set_result(None)
 
     async def __aenter__(self) -> Self:
         return self

@@ -132,9 +132,9 @@ class Lanes:
             self._forget(confirm_context)
             self._submit_roll_back(confirm_context)
 
-    async def drained(self) -> None:
+    def drain(self) -> None:
         """Wait until every confirm and rollback asked for so far has reached the engine."""
-        await asyncio.wrap_future(self._settles.submit(lambda: None))
+        self._settles.submit(lambda: None).result()
 
     def close(self) -> None:
         """Wait for both lanes to finish what they run, then stop their threads (blocking)."""

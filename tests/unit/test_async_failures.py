@@ -107,3 +107,46 @@ async def test_a_failure_of_a_cancelled_call_is_raised_once_by_the_next_call() -
     assert await _first_failure(nothing) is refused
     assert await _first_failure(nothing) is None  # once
     await _closed(lanes)
+
+
+class SlowSettleEngine(FakeEngine):
+    """Its confirms wait for the test (a commit="sync" to a slow broker); counts shutdowns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open.set()
+        self.shutdowns = 0
+
+    def shutdown(self) -> None:
+        """Count, then stop."""
+        self.shutdowns += 1
+        super().shutdown()
+
+
+@pytest.mark.parametrize("how", ["task left running", "wait_for timed out"])
+def test_a_shutdown_under_way_when_asyncio_run_ends_goes_on_to_its_end(how: str) -> None:
+    """asyncio.run cancels every task left: the shutdown still runs, and awaits its end again.
+
+    It waits for a confirm that holds the settles lane when main returns.
+    """
+    engine = SlowSettleEngine()
+    consumer = _consumer_over(engine)
+    left: list[asyncio.Task[object]] = []  # tasks main leaves running, for asyncio.run to cancel
+
+    async def main() -> None:
+        batch = await consumer.get_message(timeout_s=1.0)
+        engine.confirm_may_go.clear()
+        left.append(asyncio.create_task(consumer.confirm(batch.confirm_context)))
+        assert await asyncio.to_thread(engine.confirming.wait, 30)
+        threading.Timer(0.2, engine.confirm_may_go.set).start()  # after main returned
+        if how == "task left running":
+            left.append(asyncio.create_task(consumer.shutdown()))  # a signal handler's, say
+            await asyncio.sleep(0.05)
+        else:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(consumer.shutdown(), 0.05)
+
+    asyncio.run(main())
+    assert (engine.shutdowns, engine.settled) == (1, [("0:t:0:1", True)])
+    asyncio.run(consumer.shutdown())  # neither CancelledError nor a second engine shutdown
+    assert engine.shutdowns == 1

@@ -80,6 +80,7 @@ class AsyncClientBalanceConsumer:
         self._lanes = Lanes(self._consumer, max_threads)
         # A thread's future, not a task's: no loop owns it, and no task cancel reaches it.
         self._closing: Future[None] | None = None
+        self._close_failure_raised = False
         self._warned_own_task = False
 
     # ------------------------------------------------------------------ cheap, not awaited
@@ -154,17 +155,18 @@ class AsyncClientBalanceConsumer:
 
         Idempotent. The shutdown runs on a thread of the loop's default executor to its end,
         whatever happens to its awaiters (cancelled, or every task cancelled as ``asyncio.run``
-        ends, which waits for it): awaiting again waits for the same shutdown.
+        ends, which waits for it): awaiting again waits for the same shutdown. What it fails
+        with is raised once, to the first awaiter that sees it, as the sync shutdown() does.
         """
-        first = self._closing is None
         if self._closing is None:
             self._closing = Future()
             self._closing.set_running_or_notify_cancel()  # nothing can cancel it from now on
             asyncio.get_running_loop().run_in_executor(None, self._close, self._closing)
         try:
             await asyncio.shield(asyncio.wrap_future(self._closing))
-        except CallbackError:
-            if first:  # raised once, as the sync shutdown() does
+        except Exception:
+            if not self._close_failure_raised:
+                self._close_failure_raised = True
                 raise
 
     def _close(self, done: Future[None]) -> None:

@@ -150,3 +150,44 @@ def test_a_shutdown_under_way_when_asyncio_run_ends_goes_on_to_its_end(how: str)
     assert (engine.shutdowns, engine.settled) == (1, [("0:t:0:1", True)])
     asyncio.run(consumer.shutdown())  # neither CancelledError nor a second engine shutdown
     assert engine.shutdowns == 1
+
+
+class RefusedShutdownEngine(FakeEngine):
+    """A shutdown whose final commit was refused: it stops, then raises once."""
+
+    def shutdown(self) -> None:
+        """Stop, then raise GroupInUseError (the first time)."""
+        first = not self.stopped
+        self.stopped = True
+        if first:
+            raise GroupInUseError("final commit refused: subscribe() members", group_id="g")
+
+
+@pytest.mark.asyncio
+async def test_any_failure_of_shutdown_is_raised_to_the_first_awaiter_only() -> None:
+    """Not only a CallbackError: a refused final commit is raised once, as the sync one does."""
+    consumer = _consumer_over(RefusedShutdownEngine())
+    with pytest.raises(GroupInUseError):
+        await consumer.shutdown()
+    await consumer.shutdown()
+    async with consumer:
+        pass
+
+
+@pytest.mark.asyncio
+async def test_a_shutdown_failure_whose_first_awaiter_was_cancelled_goes_to_the_next() -> None:
+    """Cancelled before the shutdown ended, the first awaiter saw nothing: the next one raises."""
+    engine = RefusedShutdownEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    batch = await consumer.get_message(timeout_s=1.0)
+    engine.confirm_may_go.clear()
+    confirming = asyncio.create_task(consumer.confirm(batch.confirm_context))
+    assert await asyncio.to_thread(engine.confirming.wait, 30)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(consumer.shutdown(), 0.05)
+    engine.confirm_may_go.set()
+    await confirming
+    with pytest.raises(GroupInUseError):
+        await consumer.shutdown()
+    await consumer.shutdown()

@@ -35,7 +35,7 @@ from client_balance._deserializers import Deserializer
 from client_balance._logging import get_logger
 from client_balance._metrics import check_metrics
 from client_balance.consumer._handoff import HandOff
-from client_balance.consumer._hooks import PartitionHook, PartitionHooks
+from client_balance.consumer._hooks import PartitionHook, PartitionHooks, check_callback
 from client_balance.consumer._launch import Running, launch
 from client_balance.consumer._parse import (
     check_flag,
@@ -98,8 +98,7 @@ class ClientBalanceConsumer:
             raise ConfigError(f"settings must be ClientBalanceSettings, not {given_type}")
         for name, given in (("assigner", assigner), ("on_assigned", on_assigned),
                             ("on_revoked", on_revoked), ("on_lost", on_lost)):  # fmt: skip
-            if given is not None and not callable(given):
-                raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
+            check_callback(name, given)
         self._metrics_registry = check_metrics(settings, metrics_registry)
         self._settings = settings
         self._assigner = assigner

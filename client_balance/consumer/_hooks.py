@@ -18,20 +18,40 @@ it (the aiokafka pattern).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from client_balance._failure import FailureSlot
 from client_balance._logging import get_logger
-from client_balance.errors import CallbackError
+from client_balance.errors import CallbackError, ConfigError
 
-__all__ = ["PartitionHook", "PartitionHooks"]
+__all__ = ["PartitionHook", "PartitionHooks", "check_callback"]
 
 _log = get_logger("hooks")
 
 PartitionHook = Callable[[Mapping[str, int]], object]
 """A lifecycle hook: called with partition key -> offset (read-only), keys sorted."""
+
+
+def check_callback(name: str, given: object) -> None:
+    """Refuse a callback (a hook, an ``assigner``) the engine's threads could not run."""
+    if given is None:
+        return
+    if not callable(given):
+        raise ConfigError(f"{name}={given!r} is not callable; give a function or None")
+    # Called from a thread, an async function only makes a coroutine that nobody awaits: its
+    # body never runs, and the engine went on as if it had (a release without the flush).
+    if any(
+        inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)
+        for function in (given, type(given).__call__)  # the method of a callable object
+    ):
+        raise ConfigError(
+            f"{name}={given!r} is an async function, which the consumer's threads would call "
+            "and never await; give a plain function or None (from it, reach an event loop "
+            "with loop.call_soon_threadsafe)"
+        )
 
 
 class PartitionHooks:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import pickle
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from client_balance import (
+    AsyncClientBalanceConsumer,
+    ClientBalanceConsumer,
     ClientBalanceError,
+    ConfigError,
     ConsumeResult,
     GroupInUseError,
     NoMessageError,
 )
 from client_balance.consumer._lanes import Lanes
-from tests.unit.test_async import FakeEngine, _closed, _consumer_over, _until_called
+from tests.unit.test_async import _SETTINGS, FakeEngine, _closed, _consumer_over, _until_called
 
 _BACKGROUND = ClientBalanceError("the status report thread failed and goes on: X")
 
@@ -191,3 +196,39 @@ async def test_a_shutdown_failure_whose_first_awaiter_was_cancelled_goes_to_the_
     with pytest.raises(GroupInUseError):
         await consumer.shutdown()
     await consumer.shutdown()
+
+
+async def _async_hook(positions: object) -> None:
+    """What an asyncio application writes first: never run from the engine's threads."""
+
+
+async def _async_generator_hook(positions: object) -> AsyncIterator[None]:
+    """An async generator function: calling it runs nothing either."""
+    yield
+
+
+class _AsyncCallable:
+    """An object whose __call__ is async."""
+
+    async def __call__(self, positions: object) -> None:
+        """Never run from a thread."""
+
+
+@pytest.mark.parametrize("name", ["on_assigned", "on_revoked", "on_lost", "assigner"])
+@pytest.mark.parametrize(
+    "hook",
+    [_async_hook, _async_generator_hook, _AsyncCallable(), functools.partial(_async_hook)],
+    ids=["async def", "async generator", "async __call__", "partial"],
+)
+@pytest.mark.parametrize("consumer_type", [AsyncClientBalanceConsumer, ClientBalanceConsumer])
+def test_an_async_hook_is_refused_naming_it_and_what_is_allowed(
+    consumer_type: Callable[..., object], name: str, hook: object
+) -> None:
+    """An async hook would make a coroutine nobody awaits: refused at construction, by name."""
+    with pytest.raises(ConfigError) as refused:
+        consumer_type(_SETTINGS, **{name: hook})
+    message = str(refused.value)
+    assert message.startswith(f"{name}={hook!r} is an async function")
+    assert "give a plain function or None" in message
+    assert "loop.call_soon_threadsafe" in message
+    assert str(pickle.loads(pickle.dumps(refused.value))) == message

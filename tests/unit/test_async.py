@@ -555,3 +555,37 @@ async def test_get_message_in_a_task_of_its_own_warns_once_that_cancels_reach_it
     assert len(warned) == 1
     assert "asyncio.timeout()" in warned[0].__dict__["advice"]
     await consumer.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_get_message_keeps_its_thread_until_its_engine_call_returns() -> None:
+    """An outer timeout ends the await, not the engine's wait: later calls queue behind it."""
+    engine = FakeEngine()
+    lanes = Lanes(engine, max_threads=1)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await lanes.take(10.0)
+    calling = asyncio.create_task(lanes.call(lambda: "ran"))
+    await asyncio.sleep(0.1)
+    assert not calling.done()  # the only thread still waits in the orphaned get_message
+    engine.open.set()
+    assert await calling == "ran"
+    await _closed(lanes)
+    assert engine.given_back == ["0:t:0:1"]
+
+
+@pytest.mark.asyncio
+async def test_a_break_out_of_a_generator_still_referenced_rolls_back_once_it_is_closed() -> None:
+    """A `break` leaves a generator a variable holds open: its batch stays out until aclose()."""
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+    batches = consumer.batches(timeout_s=1.0)
+    async for _batch in batches:
+        break
+    await asyncio.sleep(0.05)
+    assert engine.settled == []  # still out: its partition stays locked meanwhile
+    await batches.aclose()
+    assert await _settled(engine, 1) == [("0:t:0:1", False)]
+    await consumer.shutdown()
+    assert engine.settled == [("0:t:0:1", False)]

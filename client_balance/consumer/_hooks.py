@@ -116,12 +116,18 @@ class PartitionHooks:
         with self._lock:
             outer, self._running_in = self._running_in, threading.current_thread()
             try:
-                hook(view)
+                returned = hook(view)
             except Exception as error:  # whatever the hook raises waits for the next call
                 self.failed(name, error)
                 return False
             finally:
                 self._running_in = outer
+            if inspect.isawaitable(returned):  # a plain function handing on an async one's work
+                if inspect.iscoroutine(returned):
+                    returned.close()  # reported here, not as "never awaited" on stderr
+                self.failed(name, f"returned {returned!r}, which is never awaited: its work did "
+                            "not run; give a function that does it before returning")  # fmt: skip
+                return False
         return True
 
     def running_here(self) -> bool:

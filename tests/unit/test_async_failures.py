@@ -6,12 +6,13 @@ import asyncio
 import functools
 import pickle
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
 import pytest
 
 from client_balance import (
     AsyncClientBalanceConsumer,
+    CallbackError,
     ClientBalanceConsumer,
     ClientBalanceError,
     ConfigError,
@@ -19,6 +20,7 @@ from client_balance import (
     GroupInUseError,
     NoMessageError,
 )
+from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._lanes import Lanes
 from tests.unit.test_async import _SETTINGS, FakeEngine, _closed, _consumer_over, _until_called
 
@@ -232,3 +234,23 @@ def test_an_async_hook_is_refused_naming_it_and_what_is_allowed(
     assert "give a plain function or None" in message
     assert "loop.call_soon_threadsafe" in message
     assert str(pickle.loads(pickle.dumps(refused.value))) == message
+
+
+def test_a_hook_that_returns_an_awaitable_failed() -> None:
+    """A plain function that returns an async one's coroutine did none of its work: it failed.
+
+    on_revoked reports False, so the release skips its commit, and the next call raises it.
+    """
+    ran: list[object] = []
+
+    async def flush(positions: object) -> None:
+        ran.append(positions)
+
+    def on_revoked(positions: object) -> Coroutine[None, None, None]:
+        return flush(positions)  # plain, so construction takes it: the coroutine is dropped
+
+    hooks = PartitionHooks("c-1", on_revoked=on_revoked)
+    assert hooks.revoked({"0:t:0": 5}) is False
+    with pytest.raises(CallbackError, match=r"on_revoked of c-1 failed .* never awaited"):
+        hooks.failures.raise_once()
+    assert ran == []

@@ -9,6 +9,10 @@ by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`
 from __future__ import annotations
 
 import logging
+import math
+import re
+import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -25,6 +29,7 @@ from client_balance.settings import ClientBalanceSettings, KafkaValue
 __all__ = [
     "LIBRDKAFKA_DEFAULTS",
     "AdminOwner",
+    "RepeatedLines",
     "admin_client",
     "commit_client",
     "drop_queued",
@@ -76,7 +81,47 @@ def _no_url_credentials(record: logging.LogRecord) -> bool:
     return True
 
 
+class RepeatedLines:
+    """Lets one of a run of alike librdkafka lines through per ``window_s``; says what it held.
+
+    A broker that is down is tried again every ``reconnect.backoff.ms`` (10 ms here) without
+    the back-off growing, and each try is a "Connect to ... failed" line: some 80 a second for
+    each client, five clients a member. Lines alike but for their "after 3ms" timings count as
+    one; the next one let through says how many were held back.
+    """
+
+    def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, int]] = {}  # line -> (let through at, held since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` goes on; one that does carries the count held back before it."""
+        try:
+            said = record.getMessage()
+        except Exception:  # a malformed record: logging's own handleError reports it
+            return True
+        line, now = _TIMINGS.sub("ms", said), self._clock()
+        with self._lock:
+            shown_at, held = self._seen.get(line, (-math.inf, 0))
+            if now - shown_at < self._window_s:
+                self._seen[line] = (shown_at, held + 1)
+                return False
+            if len(self._seen) >= _LINES_KEPT:  # many distinct lines: forget, never grow
+                self._seen.clear()
+            self._seen[line] = (now, 0)
+        if held:
+            record.msg = f"{said} ({held} alike lines held back in the {self._window_s:g} s before)"
+            record.args = ()
+        return True
+
+
+_TIMINGS = re.compile(r"\b\d+ms\b")
+_LINES_KEPT = 256
+
 KAFKA_LOGGER.addFilter(_no_url_credentials)
+KAFKA_LOGGER.addFilter(RepeatedLines())  # after the mask: it may rewrite what it lets through
 
 
 def kafka_tp(partition: TopicPartition, offset: int | None = None) -> KafkaTopicPartition:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance import ClientBalanceSettings
-from client_balance._kafka._clients import KAFKA_LOGGER
+from client_balance._kafka._clients import KAFKA_LOGGER, RepeatedLines, commit_client
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
@@ -112,3 +114,45 @@ def test_librdkafka_lines_lose_url_credentials_and_keep_their_template_otherwise
         KAFKA_LOGGER.removeHandler(handler)
     assert said[0].getMessage() == "OIDC from https://**********@idp/token"
     assert (said[1].msg, said[1].args) == ("%s to %s failed", ("Connect", "127.0.0.1:9092"))
+
+
+def test_alike_lines_pass_once_a_window_and_the_next_says_how_many_were_held() -> None:
+    """A hundred "Connect failed" lines in 10 s: one passes; the next after it counts 99."""
+    now = [0.0]
+    repeated = RepeatedLines(window_s=10.0, clock=lambda: now[0])
+
+    def line(message: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("client_balance.kafka", logging.ERROR, "", 0, message, args, None)
+
+    failed = "%s [%s] Connect to 127.0.0.1:9 failed: refused (after %dms in state CONNECT)"
+    passed = []
+    for tick in range(100):
+        now[0] = tick * 0.09
+        passed.append(repeated.filter(line(failed, "FAIL", "rdkafka#consumer-1", tick % 3)))
+    assert passed == [True] + [False] * 99
+    assert repeated.filter(line("%s [%s] another", "FAIL", "rdkafka#consumer-1"))
+    now[0] = 10.0
+    after = line(failed, "FAIL", "rdkafka#consumer-1", 0)
+    assert repeated.filter(after)
+    assert after.getMessage().endswith("(99 alike lines held back in the 10 s before)")
+
+
+def test_a_commit_client_cut_off_logs_a_line_not_one_per_connect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two seconds of a commit looking for its coordinator: a line or two, not some 800.
+
+    It tries the dead broker again every few milliseconds, each try a "Connect to ... failed"
+    record: a member's log took about 400 a second while its cluster was away.
+    """
+    caplog.set_level(logging.INFO, logger="client_balance.kafka")
+    consumer = commit_client(ClientBalanceSettings(bootstrap_servers=UNREACHABLE, group_id="g"))
+    try:
+        consumer.commit(offsets=[KafkaTopicPartition("t", 0, 5)], asynchronous=True)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
+    connects = [r for r in _kafka_records(caplog) if "Connect to" in r.getMessage()]
+    assert 1 <= len(connects) <= 2, len(connects)

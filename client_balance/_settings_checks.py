@@ -1,4 +1,4 @@
-"""Checks behind ``ClientBalanceSettings``: the ``kafka`` values, and the buffer bound.
+"""Checks behind ``ClientBalanceSettings``: brokers, group id, ``kafka`` values, buffer bound.
 
 Kept apart from the model so that the one rule that matters most here, no secret in any
 message, is read in one place (with ``_settings_model._problem``, which never echoes a
@@ -7,14 +7,50 @@ message, is read in one place (with ``_settings_model._problem``, which never ec
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from client_balance._secrets import CALLBACK_KEYS, SecretStr, is_secret_key, is_secret_value
+from client_balance._settings_model import text
 
-__all__ = ["check_buffered_bytes", "kafka_values"]
+__all__ = ["check_buffered_bytes", "check_group_id", "check_servers", "kafka_values"]
+
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
+_KAFKA_MAX_GROUP_ID_LENGTH = 255
 
 _MIN_BUFFERED_BYTES = 64 * 1024
 _MAX_BUFFERED_BYTES = 64 * 1024**3  # a typo in units, not a real bound, above this
+
+
+def check_servers(value: Any) -> str:
+    """``bootstrap_servers``: a comma-separated list of host:port, with no credentials."""
+    servers = text(value)
+    # No host name holds "@": one here is a pasted URL's user:password@, and the error (which
+    # _problem masks the same way) must not repeat a password that a comma may have split.
+    if "@" in servers:
+        raise ValueError(
+            "credentials (user:password@) do not belong in bootstrap_servers; give host:port "
+            "pairs, and the SASL credentials in kafka (sasl.username, sasl.password)"
+        )
+    parts = [part.strip() for part in servers.split(",")]
+    for server in parts:
+        match = _HOST_PORT.fullmatch(server)
+        if match is None or not 0 < int(match.group(2)) < 65536:  # noqa: PLR2004 - TCP ports
+            raise ValueError(
+                f"{server!r} is not host:port; give a comma-separated list such as "
+                "'127.0.0.1:9092,broker2:9092'"
+            )
+    return ",".join(parts)
+
+
+def check_group_id(value: Any) -> str:
+    """``group_id``: not blank, and at most Kafka's 255 characters."""
+    group = text(value)
+    if not group.strip():
+        raise ValueError("group_id must not be blank")
+    if len(group) > _KAFKA_MAX_GROUP_ID_LENGTH:
+        raise ValueError(f"group_id is {len(group)} characters; at most 255 are allowed")
+    return group
 
 
 def check_buffered_bytes(value: int) -> int:

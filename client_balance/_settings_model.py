@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, dataclass_transform
 
-from client_balance._secrets import MASK, SecretStr, for_repr, is_secret_key, is_secret_value
+from client_balance._secrets import (
+    MASK,
+    SecretStr,
+    before_last_at_masked,
+    for_repr,
+    is_secret_key,
+    is_secret_value,
+)
 from client_balance._settings_environment import ENV_PREFIX, environment_values
 from client_balance.errors import ConfigError
 
@@ -150,9 +157,10 @@ class Setting:
     """How the environment gives it: text, JSON (dicts, lists), or JSON where it parses."""
     shown: bool = True
     """In ``repr``: False for a secret, which is not even masked there."""
-    in_errors: Literal["value", "keys", "nothing"] = "value"
+    in_errors: Literal["value", "keys", "nothing", "masked"] = "value"
     """What an error about it shows of the value given: all, a dict's keys (librdkafka values
-    may be secrets), or nothing (a secret, or a URL refused for holding credentials)."""
+    may be secrets), nothing (a secret, or a URL refused for holding credentials), or the text
+    with all before its last ``@`` masked (broker addresses: a pasted URL's credentials)."""
     in_json: Callable[[Any], Any] | None = None
     """Its form in ``model_dump_json`` when not the value itself (``kafka``: masked)."""
     description: str = ""
@@ -315,8 +323,8 @@ def _concealed(name: str, field: Setting | None, value: Any) -> Any:
     """
     if field is None or value is None:
         return value
-    # The constructor refuses credentials in such a URL (in_errors="nothing": never echoed).
-    if field.shown and field.in_errors == "nothing" and isinstance(value, str) and "@" in value:
+    # The constructor refuses credentials in such a URL (in_errors "nothing" or "masked").
+    if field.shown and field.in_errors in {"nothing", "masked"} and "@" in _as_text(value):
         raise ConfigError(
             f"model_copy: {name} is a URL holding credentials (user:password@), which would "
             "show in every repr; give them where the settings keep secrets"
@@ -340,9 +348,20 @@ def _problem(name: str, field: Setting, value: Any, message: str) -> str:
     if field.in_errors == "keys":
         keys = sorted(map(str, value)) if isinstance(value, dict) else "..."
         return f"{name} (keys {keys}) is not allowed: {message}"
-    if field.in_errors == "nothing":
+    if field.in_errors == "nothing" or (
+        field.in_errors == "masked" and not isinstance(value, str | bytes)  # a list's item...
+    ):
         return f"{name} is not allowed: {message}"
+    if field.in_errors == "masked":
+        return f"{name}={before_last_at_masked(_as_text(value))!r} is not allowed: {message}"
     return f"{name}={value!r} is not allowed: {message}"
+
+
+def _as_text(value: Any) -> str:
+    """A str, or bytes as the settings decode them: what a credential could hide in."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    return value if isinstance(value, str) else ""
 
 
 def _shown(value: Any) -> Any:

@@ -7,14 +7,18 @@ Values come from keyword arguments, else from ``CLIENT_BALANCE_*`` environment v
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Literal
 
 from client_balance._callbacks import guarded
 from client_balance._secrets import CALLBACK_KEYS, SecretStr, masked, reveal
-from client_balance._settings_checks import check_buffered_bytes, kafka_values
+from client_balance._settings_checks import (
+    check_buffered_bytes,
+    check_group_id,
+    check_servers,
+    kafka_values,
+)
 from client_balance._settings_decoding import DecodingSettings
 from client_balance._settings_model import (
     REQUIRED,
@@ -69,33 +73,10 @@ _OWNED_KAFKA_KEYS = {
     "group.remote.assignor": "the SDK assigns partitions itself; set strategy instead",
 }
 _FALSE_VALUES = {False, "false", "False", "FALSE", "0"}
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
-_KAFKA_MAX_GROUP_ID_LENGTH = 255
 _DAY_S = 86_400.0
 _MAX_LEASE_S = 600.0
 _MAX_REQUEST_S = 300.0  # librdkafka's socket.timeout.ms and request timeouts stop at 300,000 ms
 _MIB = 1024 * 1024
-
-
-def _servers(value: Any) -> str:
-    servers = [part.strip() for part in text(value).split(",")]
-    for server in servers:
-        match = _HOST_PORT.fullmatch(server)
-        if match is None or not 0 < int(match.group(2)) < 65536:  # noqa: PLR2004
-            raise ValueError(
-                f"{server!r} is not host:port; give a comma-separated list such as "
-                "'127.0.0.1:9092,broker2:9092'"
-            )
-    return ",".join(servers)
-
-
-def _group_id(value: Any) -> str:
-    group = text(value)
-    if not group.strip():
-        raise ValueError("group_id must not be blank")
-    if len(group) > _KAFKA_MAX_GROUP_ID_LENGTH:
-        raise ValueError(f"group_id is {len(group)} characters; at most 255 are allowed")
-    return group
 
 
 def _kafka(value: Any) -> dict[str, KafkaSetting]:
@@ -160,13 +141,14 @@ class ClientBalanceSettings(DecodingSettings):
     """
 
     bootstrap_servers: str = setting(
-        _servers,
+        check_servers,
         default=REQUIRED,  # or from the environment: an error only when neither gives it
+        in_errors="masked",  # a pasted SASL URL's password must not reach an error
         description="Comma-separated host:port list of Kafka brokers (env "
         "CLIENT_BALANCE_BOOTSTRAP_SERVERS).",
     )
     group_id: str = setting(
-        _group_id,
+        check_group_id,
         default=REQUIRED,
         description="Kafka group id whose committed offsets this group uses. Never use it with "
         "subscribe() consumers: Kafka then rejects the SDK's commits.",

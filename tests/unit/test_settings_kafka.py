@@ -1,0 +1,59 @@
+"""The ``kafka`` setting: what librdkafka's check at construction does and does not do."""
+
+import select
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from client_balance import ClientBalanceSettings, ConfigError
+
+BASE = {"bootstrap_servers": "127.0.0.1:9092", "group_id": "billing"}
+
+
+@pytest.fixture
+def token_endpoint() -> Iterator[socket.socket]:
+    """A listening socket on 127.0.0.1 that stands for an OAuth token endpoint."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        yield listener
+
+
+def _oidc(endpoint: socket.socket, protocol: str) -> dict[str, object]:
+    return {
+        "security.protocol": protocol,
+        "sasl.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "app",
+        "sasl.oauthbearer.client.secret": "Hunter2-canary",
+        "sasl.oauthbearer.token.endpoint.url": (
+            f"http://127.0.0.1:{endpoint.getsockname()[1]}/token"
+        ),
+    }
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "sasl_ssl"])
+def test_oidc_settings_are_checked_without_contacting_the_token_endpoint(
+    token_endpoint: socket.socket, protocol: str
+) -> None:
+    """Making settings with sasl.oauthbearer.method=oidc sends the client secret nowhere."""
+    ClientBalanceSettings(**BASE, kafka=_oidc(token_endpoint, protocol))
+    connecting, _, _ = select.select([token_endpoint], [], [], 0.5)
+    assert connecting == [], "constructing the settings connected to the token endpoint"
+
+
+@pytest.mark.parametrize(
+    ("left_out", "named"),
+    [
+        ("sasl.oauthbearer.client.id", "sasl.oauthbearer.client.id` is mandatory"),
+        ("sasl.oauthbearer.token.endpoint.url", "token.endpoint.url` is mandatory"),
+    ],
+)
+def test_oidc_settings_librdkafka_refuses_are_still_refused(
+    token_endpoint: socket.socket, left_out: str, named: str
+) -> None:
+    """An OIDC configuration missing what librdkafka requires is a ConfigError saying what."""
+    kafka = {k: v for k, v in _oidc(token_endpoint, "SASL_SSL").items() if k != left_out}
+    with pytest.raises(ConfigError, match=named):
+        ClientBalanceSettings(**BASE, kafka=kafka)

@@ -10,10 +10,26 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from client_balance._secrets import CALLBACK_KEYS, SecretStr, is_secret_key, is_secret_value
+from client_balance._secrets import (
+    CALLBACK_KEYS,
+    SecretStr,
+    is_secret_key,
+    is_secret_value,
+    reveal,
+)
 from client_balance._settings_model import text
 
-__all__ = ["check_buffered_bytes", "check_group_id", "check_servers", "kafka_values"]
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "check_buffered_bytes",
+    "check_group_id",
+    "check_servers",
+    "check_status_secret",
+    "kafka_values",
+]
+
+MIN_SECRET_CHARS = 16
+"""A shorter secret could be guessed offline from any signed record, which every reader sees."""
 
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
 _KAFKA_MAX_GROUP_ID_LENGTH = 255
@@ -51,6 +67,20 @@ def check_group_id(value: Any) -> str:
     if len(group) > _KAFKA_MAX_GROUP_ID_LENGTH:
         raise ValueError(f"group_id is {len(group)} characters; at most 255 are allowed")
     return group
+
+
+def check_status_secret(value: Any) -> Any:
+    """``status_secret``: None, or at least :data:`MIN_SECRET_CHARS` characters (never shown)."""
+    if value is None:
+        return None
+    length = len(str(reveal(value)))
+    if length < MIN_SECRET_CHARS:
+        raise ValueError(
+            f"status_secret has {length} characters; use at least {MIN_SECRET_CHARS} (random "
+            "ones): the status topic's signatures are readable by anyone who reads the topic, "
+            "and a short secret can be guessed from them"
+        )
+    return value
 
 
 def check_buffered_bytes(value: int) -> int:

@@ -17,6 +17,7 @@ from client_balance._settings_checks import (
     check_buffered_bytes,
     check_group_id,
     check_servers,
+    check_status_secret,
     kafka_values,
 )
 from client_balance._settings_decoding import DecodingSettings
@@ -292,6 +293,7 @@ class ClientBalanceSettings(DecodingSettings):
     )
     status_secret: SecretStr | None = setting(
         optional(secret),
+        check=check_status_secret,  # refused when made, not at start() after round trips
         in_errors="nothing",
         default=None,
         shown=False,

@@ -27,6 +27,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from client_balance._settings_checks import MIN_SECRET_CHARS
 from client_balance.errors import ConfigError
 from client_balance.membership._records import REPLAYED, UNSIGNED, GroupState
 from client_balance.settings import ClientBalanceSettings
@@ -34,8 +35,6 @@ from client_balance.settings import ClientBalanceSettings
 __all__ = ["HEADER", "MIN_SECRET_CHARS", "RecordGate", "RecordSigner", "status_secret"]
 
 HEADER = "cb-sig"
-MIN_SECRET_CHARS = 16
-"""A shorter secret could be guessed offline from any signed record, which every reader sees."""
 _DOMAIN = b"client-balance-status-v1"
 _SIGNATURE = re.compile(rb"v1\.([0-9a-f]{16})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{64})")
 
@@ -44,7 +43,10 @@ Headers = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | 
 
 
 def status_secret(settings: ClientBalanceSettings) -> bytes | None:
-    """The group's signing key from ``settings.status_secret``; None when records are unsigned."""
+    """The group's signing key from ``settings.status_secret``; None when records are unsigned.
+
+    The settings refuse a short secret when made; this guards one put in by ``model_copy``.
+    """
     if settings.status_secret is None:
         return None
     secret = settings.status_secret.get_secret_value()

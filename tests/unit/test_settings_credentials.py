@@ -52,3 +52,26 @@ def test_a_broker_list_of_another_type_is_named_by_its_type_only() -> None:
     with pytest.raises(ConfigError, match="got list") as refused:
         ClientBalanceSettings(**{**BASE, "bootstrap_servers": [WITH_CREDENTIALS[1]]})
     assert PASSWORD not in str(refused.value)
+
+
+@pytest.mark.parametrize("short", ["", "x", "fifteen-chars!!"])
+def test_a_short_status_secret_is_refused_when_the_settings_are_made(short: str) -> None:
+    """A status_secret under 16 characters (even "") is a ConfigError at once, never echoed."""
+    with pytest.raises(ConfigError, match=r"has \d+ characters; use at least 16") as refused:
+        ClientBalanceSettings(**BASE, status_secret=short)
+    assert repr(short) not in str(refused.value)
+
+
+def test_an_empty_status_secret_from_the_environment_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CLIENT_BALANCE_STATUS_SECRET set but empty is refused, not taken as a key."""
+    monkeypatch.setenv("CLIENT_BALANCE_STATUS_SECRET", "")
+    with pytest.raises(ConfigError, match="status_secret has 0 characters"):
+        ClientBalanceSettings(**BASE)
+
+
+def test_a_status_secret_of_16_characters_is_taken() -> None:
+    """16 characters is the least a status_secret may have."""
+    settings = ClientBalanceSettings(**BASE, status_secret="s" * 16)
+    assert settings.status_secret is not None

@@ -331,9 +331,9 @@ def test_status_secret_is_read_from_the_settings(given: str | None, expected: by
 
 
 def test_a_short_status_secret_is_refused() -> None:
-    """A secret that could be guessed from the signatures everyone reads is a ConfigError."""
-    short = "short"
-    settings = ClientBalanceSettings(bootstrap_servers="x:1", group_id="g", status_secret=short)
+    """A short secret put in by model_copy (unchecked) is still refused where it is used."""
+    settings = ClientBalanceSettings(bootstrap_servers="x:1", group_id="g")
+    settings = settings.model_copy(update={"status_secret": "short"})
     with pytest.raises(ConfigError, match="at least 16"):
         status_secret(settings)
 

@@ -1,34 +1,59 @@
-"""Settings from the environment: ``CLIENT_BALANCE_<FIELD>`` variables, in any case."""
+"""Settings from the environment: ``CLIENT_BALANCE_<FIELD>`` variables, in any case.
+
+A ``CLIENT_BALANCE_*`` variable that names no field is not silently dropped: one close to a
+field's name (``CLIENT_BALANCE_STATUS_SECRETS``) is a problem that says which was meant, since
+the group would otherwise run unsigned, or with a default, while its operator believes
+otherwise; any other is logged once. Neither ever shows the variable's value.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from client_balance._logging import get_logger
+
 if TYPE_CHECKING:
     from client_balance._settings_model import Setting
 
-__all__ = ["ENV_PREFIX", "environment_values"]
+__all__ = ["ENV_PREFIX", "NOT_SETTINGS", "environment_values"]
 
 ENV_PREFIX = "CLIENT_BALANCE_"
+NOT_SETTINGS = frozenset(
+    {
+        "CLIENT_BALANCE_TEST_BOOTSTRAP",  # client_balance.testing: the broker of the tests
+        "CLIENT_BALANCE_KAFKA_HOME",  # client_balance.broker: where the Kafka jars are
+        "CLIENT_BALANCE_SEED_SCENARIOS",  # the conformance tests' scenario file
+    }
+)
+"""The project's own ``CLIENT_BALANCE_*`` variables that are read elsewhere, not settings."""
+_CLOSE_ENOUGH = 0.8
+"""difflib's ratio of a likely typo: STATUS_SECRETS, LEASE_TIMEOUT and GROUPID are above it;
+words of an application's own (CLIENT_BALANCE_GROUP, _HOME) mostly below."""
+
+_log = get_logger("settings")
+_warned: set[str] = set()  # a variable is logged once per process, not at every construction
 
 
 def environment_values(
     fields: Mapping[str, Setting], keywords: Collection[str], problems: list[str]
-) -> dict[str, Any]:
-    """The fields the environment gives (names in any case), decoded as each field reads them.
+) -> dict[str, tuple[Any, str]]:
+    """The fields the environment gives (names in any case), each with its variable's name.
 
-    Fields among ``keywords`` are left out; a variable that does not decode adds to ``problems``.
+    Each value is decoded as its field reads it. Fields among ``keywords`` are left out; a
+    variable that does not decode, or names no field but nearly names one, adds to ``problems``.
     """
-    found: dict[str, Any] = {}
+    found: dict[str, tuple[Any, str]] = {}
     variables: dict[str, str] = {}
     spellings: dict[str, list[str]] = {}
     for name, value in sorted(os.environ.items()):
         if name.upper().startswith(ENV_PREFIX):
             spellings.setdefault(name.upper(), []).append(name)
             variables[name.upper()] = value
+    _not_settings(fields, keywords, spellings, problems)
     for name, field in fields.items():
         env = f"{ENV_PREFIX}{name.upper()}"
         if env not in variables or name in keywords:
@@ -39,13 +64,13 @@ def environment_values(
             continue
         raw = variables[env]
         if field.env == "text":
-            found[name] = raw
+            found[name] = (raw, names[0])
             continue
         try:
             decoded = json.loads(raw)
         except ValueError:
             if field.env == "json or text":  # an Avro schema may be its JSON, or a file's name
-                found[name] = raw
+                found[name] = (raw, names[0])
                 continue
             problems.append(
                 f"{env} is not valid: dict and list settings are read from the environment as "
@@ -53,5 +78,34 @@ def environment_values(
             )
             continue
         if decoded is not None:  # JSON null: as if not set
-            found[name] = decoded
+            found[name] = (decoded, names[0])
     return found
+
+
+def _not_settings(
+    fields: Mapping[str, Setting],
+    keywords: Collection[str],
+    spellings: Mapping[str, list[str]],
+    problems: list[str],
+) -> None:
+    """A problem for each variable that nearly names a field, a warning for the others."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in fields} | NOT_SETTINGS
+    for env in sorted(set(spellings) - known):
+        meant = difflib.get_close_matches(
+            env.removeprefix(ENV_PREFIX).lower(), list(fields), n=1, cutoff=_CLOSE_ENOUGH
+        )
+        for variable in spellings[env]:
+            # A field given as a keyword does not read its variable either: the typo changes
+            # nothing then, and a warning is enough.
+            if meant and meant[0] not in keywords:
+                problems.append(
+                    f"{variable} is not a setting; did you mean {ENV_PREFIX}{meant[0].upper()}? "
+                    f"(unset it, or rename it)"
+                )
+            elif variable not in _warned:
+                _warned.add(variable)
+                _log.warning(
+                    "environment variable is not a setting; ignored",
+                    variable=variable,
+                    meant=f"{ENV_PREFIX}{meant[0].upper()}" if meant else None,
+                )

@@ -225,7 +225,8 @@ class SettingsModel:
         ]
         keywords = {k: v for k, v in values.items() if k in fields}
         # Keywords win: the environment of a field given as a keyword is not even read.
-        given = {**environment_values(fields, keywords, problems), **keywords}
+        environment = environment_values(fields, keywords, problems)
+        given = {**{name: value for name, (value, _) in environment.items()}, **keywords}
         made: dict[str, Any] = {}
         for name, field in fields.items():
             if name not in given:
@@ -238,7 +239,9 @@ class SettingsModel:
             try:
                 made[name] = field.make(given[name])
             except (ValueError, ConfigError) as error:
-                problems.append(_problem(name, field, given[name], str(error)))
+                # A value from the environment names its variable: the code never says it.
+                source = environment[name][1] if name not in keywords else None
+                problems.append(_problem(name, field, given[name], str(error), source))
         if not problems:
             object.__setattr__(self, "__dict__", made)
             object.__setattr__(self, "_fields_set", frozenset(given))
@@ -344,17 +347,19 @@ def _concealed(name: str, field: Setting | None, value: Any) -> Any:
     return value
 
 
-def _problem(name: str, field: Setting, value: Any, message: str) -> str:
+def _problem(name: str, field: Setting, value: Any, message: str, source: str | None) -> str:
     if field.in_errors == "keys":
-        keys = sorted(map(str, value)) if isinstance(value, dict) else "..."
-        return f"{name} (keys {keys}) is not allowed: {message}"
-    if field.in_errors == "nothing" or (
+        shown = f" (keys {sorted(map(str, value)) if isinstance(value, dict) else '...'})"
+    elif field.in_errors == "nothing" or (
         field.in_errors == "masked" and not isinstance(value, str | bytes)  # a list's item...
     ):
-        return f"{name} is not allowed: {message}"
-    if field.in_errors == "masked":
-        return f"{name}={before_last_at_masked(_as_text(value))!r} is not allowed: {message}"
-    return f"{name}={value!r} is not allowed: {message}"
+        shown = ""
+    elif field.in_errors == "masked":
+        shown = f"={before_last_at_masked(_as_text(value))!r}"
+    else:
+        shown = f"={value!r}"
+    origin = "" if source is None else f" (from {source})"
+    return f"{name}{shown}{origin} is not allowed: {message}"
 
 
 def _as_text(value: Any) -> str:

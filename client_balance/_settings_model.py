@@ -269,7 +269,7 @@ class SettingsModel:
         return self.model_dump() == other.model_dump()
 
     def __hash__(self) -> int:
-        return hash((type(self), *(repr(v) for v in self.model_dump().values())))
+        return hash((type(self), *(_canonical(v) for v in self.model_dump().values())))
 
     def __repr__(self) -> str:
         fields = type(self).model_fields
@@ -345,6 +345,19 @@ def _concealed(name: str, field: Setting | None, value: Any) -> Any:
             for key, item in value.items()
         }
     return value
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` as a hashable form that equal values share: a dict's order does not count.
+
+    ``==`` compares the dicts (``kafka``, ``pinned``, an Avro schema) without their order; a
+    hash of their repr differed for two equal settings, and a set kept both.
+    """
+    if isinstance(value, Mapping):
+        return ("dict", tuple(sorted((repr(k), _canonical(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("list", tuple(_canonical(item) for item in value))
+    return repr(value)
 
 
 def _problem(name: str, field: Setting, value: Any, message: str, source: str | None) -> str:

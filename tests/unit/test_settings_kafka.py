@@ -57,3 +57,25 @@ def test_oidc_settings_librdkafka_refuses_are_still_refused(
     kafka = {k: v for k, v in _oidc(token_endpoint, "SASL_SSL").items() if k != left_out}
     with pytest.raises(ConfigError, match=named):
         ClientBalanceSettings(**BASE, kafka=kafka)
+
+
+def test_equal_settings_hash_alike_whatever_order_their_dicts_were_given_in() -> None:
+    """Settings equal but for the order of kafka, pinned or a schema's keys hash the same."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    first = ClientBalanceSettings(
+        **BASE,
+        kafka={"client.id": "a", "fetch.wait.max.ms": 50},
+        pinned={"orders:0": 5, "orders:1": -1},
+        value_deserializer="avro",
+        value_avro_schema=schema,
+    )
+    second = ClientBalanceSettings(
+        **BASE,
+        kafka={"fetch.wait.max.ms": 50, "client.id": "a"},
+        pinned={"orders:1": -1, "orders:0": 5},
+        value_deserializer="avro",
+        value_avro_schema=dict(reversed(schema.items())),
+    )
+    assert first == second
+    assert hash(first) == hash(second)
+    assert len({first, second}) == 1

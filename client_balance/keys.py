@@ -37,6 +37,10 @@ _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 _DIGITS = re.compile(r"[0-9]+")
 _BROKER_ID = re.compile(r"-1|[0-9]+")
 _WITH_BROKER, _WITHOUT_BROKER = 3, 2  # fields of "1:orders:3" and of "orders:3"
+# Kafka's partition and broker ids are int32 and its offsets int64: a larger one failed only at
+# first use, as a bare OverflowError out of confluent-kafka, far from the key that held it.
+_MAX_PARTITION = _MAX_BROKER_ID = 2**31 - 1
+_MAX_OFFSET = 2**63 - 1
 
 
 class TopicPartition(NamedTuple):
@@ -90,19 +94,20 @@ class PartitionKey:
 
     def __post_init__(self) -> None:
         check_topic_name(self.topic)
-        if type(self.partition) is not int or self.partition < 0:
+        if not _is_partition(self.partition):
             raise InvalidPartitionKeyError(
                 f"partition id {self.partition!r} of topic {self.topic!r} is not allowed; "
-                "partition ids are integers >= 0",
-                key=self.partition,
+                f"partition ids are integers 0 to {_MAX_PARTITION}",
+                key=_plain((self.topic, self.partition)),
             )
         if self.broker_id is not None and (
-            type(self.broker_id) is not int or self.broker_id < NO_LEADER
+            type(self.broker_id) is not int or not NO_LEADER <= self.broker_id <= _MAX_BROKER_ID
         ):
             raise InvalidPartitionKeyError(
-                f"broker id {self.broker_id!r} is not allowed; broker ids are integers >= 0 "
-                f"(or {NO_LEADER} for 'no leader')",
-                key=self.broker_id,
+                f"broker id {self.broker_id!r} of partition {self.topic}:{self.partition} is not "
+                f"allowed; broker ids are integers 0 to {_MAX_BROKER_ID} (or {NO_LEADER} for "
+                "'no leader')",
+                key=_plain((self.broker_id, self.topic, self.partition)),
             )
 
     @classmethod
@@ -138,9 +143,7 @@ class PartitionKey:
             )
         try:
             return cls(topic, int(partition), broker)
-        except InvalidPartitionKeyError:
-            raise
-        except ConfigError as error:
+        except ConfigError as error:  # a topic name, or an id out of range
             raise InvalidPartitionKeyError(
                 f"partition key {key!r} does not parse: {error}", key=_plain(key)
             ) from None
@@ -164,10 +167,10 @@ def to_topic_partition(key: str | PartitionKey | TopicPartition) -> TopicPartiti
     """The identity of any accepted form of key."""
     if isinstance(key, TopicPartition):
         check_topic_name(key.topic)
-        if type(key.partition) is not int or key.partition < 0:
+        if not _is_partition(key.partition):
             raise InvalidPartitionKeyError(
                 f"partition id {key.partition!r} of {key!r} is not allowed; partition ids are "
-                "integers >= 0",
+                f"integers 0 to {_MAX_PARTITION}",
                 key=_plain(key),
             )
         return key
@@ -175,14 +178,18 @@ def to_topic_partition(key: str | PartitionKey | TopicPartition) -> TopicPartiti
 
 
 def check_bootstrap_offset(offset: object) -> int:
-    """Return ``offset`` if it is -1 (resume committed) or an absolute offset >= 0."""
-    if type(offset) is not int or offset < RESUME_OFFSET:
+    """Return ``offset`` if it is -1 (resume committed) or an absolute offset 0 to 2**63-1."""
+    if type(offset) is not int or not RESUME_OFFSET <= offset <= _MAX_OFFSET:
         raise InvalidOffsetError(
             f"bootstrap offset {offset!r} is not allowed; use -1 to resume from the group's "
-            "committed offset, or an absolute offset >= 0",
+            f"committed offset, or an absolute offset 0 to {_MAX_OFFSET}",
             offset=_plain(offset),
         )
     return offset
+
+
+def _is_partition(partition: object) -> bool:
+    return type(partition) is int and 0 <= partition <= _MAX_PARTITION
 
 
 def _plain(value: Any) -> Any:

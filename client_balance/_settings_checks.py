@@ -7,6 +7,7 @@ message, is read in one place (with ``_settings_model._problem``, which never ec
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -31,6 +32,9 @@ __all__ = [
 MIN_SECRET_CHARS = 16
 """A shorter secret could be guessed offline from any signed record, which every reader sees."""
 
+# The only librdkafka 2.16 properties of type float (rd_kafka_conf_properties_show): any other
+# reads str(value) up to its first non-digit, so 100.7 became 100 and 1e20 became 1.
+_FLOAT_PROPERTIES = frozenset({"linger.ms", "queue.buffering.max.ms"})
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]+):(\d{1,5})")
 _KAFKA_MAX_GROUP_ID_LENGTH = 255
 
@@ -117,5 +121,21 @@ def kafka_values(value: Any) -> dict[str, object]:
                 f"int, float or bool values (callbacks only for {sorted(CALLBACK_KEYS)})"
             )
         else:  # a secret goes into a SecretStr before anything can print it
-            checked[key] = SecretStr(str(item)) if is_secret_key(key) else item
+            plain = _number(key, item) if isinstance(item, float) else item
+            checked[key] = SecretStr(str(plain)) if is_secret_key(key) else plain
     return checked
+
+
+def _number(key: str, value: float) -> float | int:
+    """A float as librdkafka reads it: whole, except for its few float properties."""
+    if not math.isfinite(value):
+        raise ValueError(f"{key} holds a float that is not finite; give a whole number")
+    if key in _FLOAT_PROPERTIES:
+        return value
+    if not value.is_integer():
+        raise ValueError(
+            f"{key} holds a number with a fraction; librdkafka takes whole numbers here (it "
+            f"would read only the digits before the point); fractions only for "
+            f"{sorted(_FLOAT_PROPERTIES)}"
+        )
+    return int(value)

@@ -79,3 +79,24 @@ def test_equal_settings_hash_alike_whatever_order_their_dicts_were_given_in() ->
     assert first == second
     assert hash(first) == hash(second)
     assert len({first, second}) == 1
+
+
+@pytest.mark.parametrize("value", [100.7, 9.9, float("inf"), float("nan"), -0.5])
+def test_a_kafka_float_librdkafka_would_truncate_is_refused_naming_the_key(value: float) -> None:
+    """A fractional or non-finite float for an integer librdkafka property is a ConfigError."""
+    with pytest.raises(ConfigError, match=r"fetch\.wait\.max\.ms holds a") as refused:
+        ClientBalanceSettings(**BASE, kafka={"fetch.wait.max.ms": value})
+    assert "whole number" in str(refused.value)
+
+
+def test_a_whole_kafka_float_becomes_an_int_and_linger_keeps_its_fraction() -> None:
+    """100.0 is passed as 100; linger.ms, a float property, keeps 0.5."""
+    settings = ClientBalanceSettings(
+        **BASE, kafka={"fetch.wait.max.ms": 100.0, "socket.timeout.ms": 1e4, "linger.ms": 0.5}
+    )
+    assert settings.kafka == {
+        "fetch.wait.max.ms": 100,
+        "socket.timeout.ms": 10000,
+        "linger.ms": 0.5,
+    }
+    assert type(settings.consumer_config()["fetch.wait.max.ms"]) is int

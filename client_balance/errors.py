@@ -78,9 +78,9 @@ __all__ = [
 ]
 
 
-def _rebuild(cls: type[ClientBalanceError], message: str, state: dict[str, Any]) -> Any:
+def _rebuild(cls: type[ClientBalanceError], args: Any, state: dict[str, Any]) -> Any:
     error = cls.__new__(cls)
-    Exception.__init__(error, message)
+    Exception.__init__(error, *(args if isinstance(args, tuple) else (args,)))  # str: older pickles
     error.__dict__.update(state)
     return error
 
@@ -102,9 +102,9 @@ class ClientBalanceError(Exception):
         return str(self.args[0]) if self.args else ""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Subclasses take keyword arguments that Exception's default pickling would drop, so
-        # rebuild from the message and the instance attributes instead of re-calling __init__.
-        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+        # Exception's pickling drops keyword arguments; args that might not pickle go as text.
+        plain = all(isinstance(arg, str | int | float | bool | None) for arg in self.args)
+        return (_rebuild, (type(self), self.args if plain else self.message, dict(self.__dict__)))
 
 
 class ConfigError(ClientBalanceError, ValueError):

@@ -203,3 +203,28 @@ def test_scrub_cuts_a_quoted_tail_whole_and_masks_credentials_in_urls() -> None:
     said = "token from https://cid:S3CRET/u@rl@idp.example/token failed; mail admin@example.com"
     masked = f"token from https://{MASK}@idp.example/token failed; mail admin@example.com"
     assert scrub(said) == masked
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.ConfigError(42),  # type: ignore[arg-type]
+        errors.ClientBalanceError(None),  # type: ignore[arg-type]
+        errors.ConfigError("x"),
+    ],
+)
+def test_an_error_of_plain_arguments_keeps_their_types_through_pickle(
+    error: errors.ClientBalanceError,
+) -> None:
+    """ConfigError(42) comes back from pickle with args (42,), not ('42',)."""
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.args == error.args
+    assert [type(arg) for arg in copy.args] == [type(arg) for arg in error.args]
+    assert copy.message == error.message
+
+
+def test_an_error_of_an_argument_that_does_not_pickle_still_pickles_as_its_text() -> None:
+    """An error made with a lambda comes back from pickle with the lambda's text."""
+    error = errors.ConfigError(lambda: 1)  # type: ignore[arg-type]
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.message == error.message

@@ -239,12 +239,19 @@ class _Named:
         return f"<callable {self._name}>"
 
 
-def for_repr(value: Any) -> Any:
-    """``value`` for a repr: callables by name (in a dict too), URLs' credentials masked."""
+def for_repr(value: Any, *, by_key: bool = False) -> Any:
+    """``value`` for a repr: callables by name (in a dict too), URLs' credentials masked.
+
+    ``by_key``: a dict of librdkafka properties, whose secret keys are masked whatever their
+    value's type (a plain str put into the settings' ``kafka`` dict after they were made).
+    """
     if callable(value):
         return _Named(value)
     if isinstance(value, str):
         return url_without_userinfo(value)
     if isinstance(value, dict):
-        return {key: for_repr(item) for key, item in value.items()}
+        return {
+            key: SecretStr(MASK) if by_key and is_secret_key(str(key)) else for_repr(item)
+            for key, item in value.items()
+        }
     return value

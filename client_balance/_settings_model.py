@@ -274,7 +274,7 @@ class SettingsModel:
     def __repr__(self) -> str:
         fields = type(self).model_fields
         shown = ", ".join(
-            f"{name}={for_repr(getattr(self, name))!r}"
+            f"{name}={for_repr(getattr(self, name), by_key=field.in_errors == 'keys')!r}"
             for name, field in fields.items()
             if field.shown
         )

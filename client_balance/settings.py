@@ -338,6 +338,12 @@ class ClientBalanceSettings(DecodingSettings):
                 "redelivery_policy='dead-letter' needs dead_letter_topic: name the topic the "
                 "batches go to"
             )
+        if self.dead_letter_topic == self.status_topic:  # every member reads that topic
+            yield ValueError(
+                f"dead_letter_topic={self.dead_letter_topic!r} is the status topic: dead letters "
+                "would be written among the member reports and claims that every member reads; "
+                "name a topic of their own"
+            )
         if self.request_timeout_s * 2 > self.lease_timeout_s:
             yield ValueError(
                 f"request_timeout_s={self.request_timeout_s} must be at most half of "

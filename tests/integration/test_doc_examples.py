@@ -36,7 +36,8 @@ def _example_of(doc: str, section: str) -> str:
     text = (REPO / "docs" / doc).read_text()
     body = text[text.index(section) :]
     body = body[: body.find("\n## ", 1)]
-    match = re.search(r"```python\n(.*?)```", body, re.DOTALL)
+    # The section's first example at the margin: one indented in a list item is a fragment.
+    match = re.search(r"^```python\n(.*?)^```", body, re.DOTALL | re.MULTILINE)
     assert match is not None, f"{section} has no python example"
     return match.group(1)
 

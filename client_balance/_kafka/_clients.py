@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from client_balance._kafka._log_pump import pumped
 from client_balance._logging import ROOT_LOGGER
 from client_balance._secrets import without_userinfo
 from client_balance.keys import TopicPartition
@@ -136,15 +137,19 @@ def admin_client(
     kafka: Mapping[str, KafkaValue] | None = None,
     overrides: KafkaConfig | None = None,
 ) -> AdminClient:
-    """An ``AdminClient``; a metadata request never creates a topic by accident."""
-    return AdminClient(
-        {
-            **(kafka or {}),
-            **(overrides or {}),
-            "bootstrap.servers": bootstrap_servers,
-            "allow.auto.create.topics": False,
-        }
-    )
+    """An ``AdminClient``; a metadata request never creates a topic by accident.
+
+    Its librdkafka lines go to :data:`KAFKA_LOGGER` (unless ``kafka`` names a ``logger``),
+    served by ``_log_pump``: nothing else polls an admin client.
+    """
+    config: dict[str, Any] = {
+        "logger": KAFKA_LOGGER,
+        **(kafka or {}),
+        **(overrides or {}),
+        "bootstrap.servers": bootstrap_servers,
+        "allow.auto.create.topics": False,
+    }
+    return pumped(AdminClient(config))
 
 
 class AdminOwner:

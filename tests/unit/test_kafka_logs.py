@@ -8,10 +8,17 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from client_balance import ClientBalanceSettings
-from client_balance._kafka._clients import KAFKA_LOGGER, RepeatedLines, commit_client
+from client_balance._kafka._clients import (
+    KAFKA_LOGGER,
+    RepeatedLines,
+    admin_client,
+    commit_client,
+)
+from client_balance._kafka._log_pump import PUMP_EVERY_S
 from client_balance.consumer._redelivery import Redeliveries
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
@@ -156,3 +163,23 @@ def test_a_commit_client_cut_off_logs_a_line_not_one_per_connect(
         consumer.close()
     connects = [r for r in _kafka_records(caplog) if "Connect to" in r.getMessage()]
     assert 1 <= len(connects) <= 2, len(connects)
+
+
+def test_an_admin_clients_lines_reach_logging_not_stderr(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An admin client cut off: its lines are served to client_balance.kafka, none to stderr.
+
+    Nothing polls an admin client, so librdkafka wrote them to stderr from C: `status`
+    against a cluster that was down printed some 2,400 lines in 30 s before its one error.
+    """
+    caplog.set_level(logging.INFO, logger="client_balance.kafka")
+    client = admin_client(UNREACHABLE)
+    with pytest.raises(KafkaException):
+        client.list_topics(timeout=2.0)
+    deadline = time.monotonic() + 5 * PUMP_EVERY_S
+    while time.monotonic() < deadline and not _kafka_records(caplog):
+        time.sleep(0.1)
+    del client
+    assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
+    assert any("Connect to" in r.getMessage() for r in _kafka_records(caplog))

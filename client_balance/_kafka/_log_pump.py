@@ -42,11 +42,16 @@ def _serve() -> None:
     idle = threading.Event()  # never set: a pause that no one cuts short
     while True:
         idle.wait(PUMP_EVERY_S)
-        with _lock:
-            clients = list(_clients)
-        for client in clients:
-            try:
-                client.poll(0)
-            except Exception as error:  # a callback of the client's raised: the others go on
-                _log.warning("serving an admin client's callbacks failed", error=repr(error))
-        del clients  # held over the pause, a client freed meanwhile would stay alive
+        _serve_once()
+
+
+def _serve_once() -> None:
+    # A function of its own: its locals, the clients among them, are gone before the pause,
+    # where a loop variable would keep the last client polled (and its threads) alive.
+    with _lock:
+        clients = list(_clients)
+    for client in clients:
+        try:
+            client.poll(0)
+        except Exception as error:  # a callback of the client's raised: the others go on
+            _log.warning("serving an admin client's callbacks failed", error=repr(error))

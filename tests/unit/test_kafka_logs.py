@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -183,3 +185,20 @@ def test_an_admin_clients_lines_reach_logging_not_stderr(
     del client
     assert not LIBRDKAFKA_LINE.search(capfd.readouterr().err)
     assert any("Connect to" in r.getMessage() for r in _kafka_records(caplog))
+
+
+def test_an_admin_client_dropped_by_its_owner_is_freed_though_its_lines_are_served() -> None:
+    """The thread that serves admin clients' lines keeps none alive: dropped, it is freed.
+
+    Its loop variable held the last client polled, with its threads and connections, for as
+    long as no newer admin client came (the review of 2026-11-29, third round).
+    """
+    client = admin_client(UNREACHABLE)
+    gone = weakref.ref(client)
+    time.sleep(2.5 * PUMP_EVERY_S)  # polled at least twice while it lived
+    del client
+    deadline = time.monotonic() + 3 * PUMP_EVERY_S
+    while gone() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.1)
+    assert gone() is None

@@ -98,7 +98,14 @@ class RepeatedLines:
         self._seen: dict[str, tuple[float, int]] = {}  # line -> (let through at, held since)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Whether ``record`` goes on; one that does carries the count held back before it."""
+        """Whether ``record`` goes on; one that does carries the count held back before it.
+
+        Only librdkafka's lines (confluent-kafka's ``"%s [%s] %s"`` with facility, client and
+        text) are judged: the SDK's own events on this logger carry their fields as attributes,
+        so two of one name are not alike.
+        """
+        if not (isinstance(record.args, tuple) and len(record.args) == _LIBRDKAFKA_ARGS):
+            return True
         try:
             said = record.getMessage()
         except Exception:  # a malformed record: logging's own handleError reports it
@@ -119,6 +126,7 @@ class RepeatedLines:
 
 
 _TIMINGS = re.compile(r"\b\d+ms\b")
+_LIBRDKAFKA_ARGS = 3
 _LINES_KEPT = 256
 
 KAFKA_LOGGER.addFilter(_no_url_credentials)

@@ -39,6 +39,7 @@ __all__ = [
 
 _log = get_logger("fetch")
 _ERROR_LOG_EVERY_S = 60.0
+_ERRORS_KEPT = 256
 
 Run = tuple[tuple[str | None, int | None], int]
 """((topic, partition), length) of consecutive messages of one partition."""
@@ -318,8 +319,7 @@ class FetchErrors:
         self._clock = clock
         self._kafka = kafka  # whose secrets librdkafka's words must not carry into the log
         self._refused = refused
-        self._last = ""
-        self._last_s = 0.0
+        self._logged_s: dict[tuple[str, str | None], float] = {}  # (error, topic) -> when
 
     def drop(
         self, messages: list[Any]
@@ -354,10 +354,18 @@ class FetchErrors:
         return kept, out_of_range
 
     def _log(self, text: str, topic: str | None) -> bool:
-        """Log the error unless it was logged less than a minute ago; whether it was."""
-        now = self._clock()
-        if self._last != text or now - self._last_s > _ERROR_LOG_EVERY_S:
-            self._last, self._last_s = text, now
-            _log.warning("fetch error", error=text, topic=topic)
-            return True
-        return False
+        """Log the error unless it was logged for ``topic`` less than a minute ago; whether it was.
+
+        Each error of each topic on its own clock: with one remembered, two errors that took
+        turns were each new every time (a refusal raised on every call), and a second topic's
+        refusal, worded alike, was never named.
+        """
+        now, key = self._clock(), (text, topic)
+        logged_s = self._logged_s.get(key)
+        if logged_s is not None and now - logged_s <= _ERROR_LOG_EVERY_S:
+            return False
+        if len(self._logged_s) >= _ERRORS_KEPT:  # many distinct errors: forget, never grow
+            self._logged_s.clear()
+        self._logged_s[key] = now
+        _log.warning("fetch error", error=text, topic=topic)
+        return True

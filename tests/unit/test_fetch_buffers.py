@@ -492,9 +492,17 @@ def test_a_refused_fetch_is_handed_on_once_a_minute_and_a_passing_error_never() 
         "this client's principal lacks the ACL Read on topic 't'; grant it (docs/security.md "
         "lists the ACLs of each role)"
     ]
+    now[0] = 30.0  # another error taking turns with it makes it no newer
+    for _ in range(3):
+        errors.drop([down])
+        errors.drop([denied])
+    assert len(refused) == 1
+    other = Message(topic="u", partition=0, error=KafkaError(29, "Topic authorization failed"))
+    errors.drop([other])  # another topic, worded alike: named at once
+    assert "Read on topic 'u'" in str(refused[-1])
     now[0] = 61.0
     errors.drop([down, denied])
-    assert len(refused) == 2
+    assert len(refused) == 3
 
 
 def test_a_truncated_partitions_messages_in_the_same_fetch_are_left_out() -> None:

@@ -69,6 +69,8 @@ def restart_at_log_start(
         restart = int(low)
     else:
         restart = max(int(low), position)
+    if position > high:  # another log: what was counted of the old one says nothing here
+        state.lost_counted_to = 0
     # Counted once: a rollback to before offsets counted already would count them again.
     lost = max(restart - max(position, state.lost_counted_to), 0)
     state.lost_counted_to = max(state.lost_counted_to, restart)
@@ -117,6 +119,8 @@ def restart_out_of_range(
             restart_at_log_start(consumer, state, position, timeout_s)
             continue
         stands = state.batch.end if state.batch is not None else state.confirmed
+        if state.cut_to is not None:  # cut once already under this batch: it stands there
+            stands = min(stands, state.cut_to)
         _log.warning("log truncated under the partition; restarting it",
                      partition=str(state.partition), position=stands)  # fmt: skip
         restart_at_log_start(consumer, state, stands, timeout_s, truncated=True,

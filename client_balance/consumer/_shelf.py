@@ -155,7 +155,7 @@ class Shelf:
         self.drop(state)
         state.confirmed = min(state.confirmed, restart)
         if state.batch is not None and state.batch.end > restart:
-            state.cut_to = restart
+            state.cut_to = restart if state.cut_to is None else min(state.cut_to, restart)
 
     def share_out(self, messages: list[Any], taken: list[Batch] | None) -> list[TopicPartition]:
         """Buffer ``messages`` (errors dropped, not empty); the partitions to pause now.

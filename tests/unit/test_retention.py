@@ -132,3 +132,53 @@ def test_a_batch_out_beyond_a_cut_log_settles_at_the_new_logs_end(
     shelf.cut(state, 11)
     _, rewound = shelf.settle(state, consumed, None)
     assert (rewound, state.confirmed) == (rewind_to, 11)
+
+
+class _Log:
+    """A log of ``low``..``high``; records assigns."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.assigned: list[int] = []
+
+    def get_watermark_offsets(self, partition: Any, timeout: float) -> tuple[int, int]:
+        return self.low, self.high
+
+    def incremental_unassign(self, partitions: list[Any]) -> None:
+        """Noted by the assign that follows."""
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        self.assigned.append(partitions[0].offset)
+
+    def resume(self, partitions: list[Any]) -> None:
+        """Nothing to resume."""
+
+
+def test_losses_of_a_log_made_anew_are_counted_from_nothing() -> None:
+    """Retention counted to 40 on the old log; on the new one it takes 20..59: all 40 count."""
+    state = HeldPartition(T0, None, 10, 10)
+    restart_at_log_start(cast(Any, _Log(40, 100)), state, 10, timeout_s=1.0)
+    restart_at_log_start(cast(Any, _Log(0, 5)), state, 120, timeout_s=1.0)  # made anew
+    state.confirmed = 20
+    restart_at_log_start(cast(Any, _Log(60, 100)), state, 20, timeout_s=1.0)
+    assert state.lost_to_retention == 30 + 40
+
+
+def test_a_second_truncation_under_one_batch_restarts_where_the_first_left_it() -> None:
+    """Batch 12..14 out; cut at 11, then at 12: the second restarts at 11, stays at 11.
+
+    It restarted from the batch's end, past the first new log's offset 11, and the batch's
+    confirm skipped it (the review of 2026-11-29, third round).
+    """
+    state = HeldPartition(T0, None, 12, 12)
+    shelf = Shelf({T0: state}, 10, 1 << 20, "type")
+    run = [Message(topic="t", partition=0, offset=at, value=b"x") for at in range(12, 15)]
+    state.add_run(run, len(run), len(run), 100)
+    state.hand_out(10, 1, "type")
+    for new_log in (_Log(0, 11), _Log(0, 12)):
+        restart_out_of_range(
+            cast(Any, new_log), {T0: state}, [("t", 0, None)], timeout_s=1.0, cut=shelf.cut
+        )
+        assert new_log.assigned == [11]
+    shelf.settle(state, True, None)
+    assert state.confirmed == 11

@@ -81,7 +81,7 @@ def read_group_at(
     host's clock (a group whose members all died must not look alive forever).
 
     A status topic that does not exist is never made here: it is a group with nobody, or with
-    ``must_exist`` (a reset or reap, which act on "nobody is live") a :class:`ConfigError`,
+    ``must_exist`` (a reset, which acts on "nobody is live") a :class:`ConfigError`,
     since a mistyped name would let them act on a live group.
     """
     kafka = settings.admin_config()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from concurrent.futures import Future
 from functools import partial
@@ -161,7 +162,12 @@ class AsyncClientBalanceConsumer:
         if self._closing is None:
             self._closing = Future()
             self._closing.set_running_or_notify_cancel()  # nothing can cancel it from now on
-            asyncio.get_running_loop().run_in_executor(None, self._close, self._closing)
+            try:
+                asyncio.get_running_loop().run_in_executor(None, self._close, self._closing)
+            except RuntimeError:  # the executor is shut down: a thread of its own, not a hang
+                closer = threading.Thread(target=self._close, args=(self._closing,),
+                                          name="client-balance-async-shutdown")  # fmt: skip
+                closer.start()
         try:
             await asyncio.shield(asyncio.wrap_future(self._closing))
         except Exception:

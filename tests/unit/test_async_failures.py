@@ -159,6 +159,25 @@ def test_a_shutdown_under_way_when_asyncio_run_ends_goes_on_to_its_end(how: str)
     assert engine.shutdowns == 1
 
 
+def test_a_shutdown_after_the_loops_executor_was_shut_down_still_shuts_the_engine() -> None:
+    """With the default executor gone, the shutdown runs on a thread of its own, once.
+
+    It set up its future and then failed to hand the work over: every later await hung, and
+    the engine never stopped (the review of 2026-11-29, third round).
+    """
+    engine = FakeEngine()
+    engine.open.set()
+    consumer = _consumer_over(engine)
+
+    async def main() -> None:
+        await asyncio.get_running_loop().shutdown_default_executor()
+        await consumer.shutdown()
+
+    asyncio.run(main())
+    assert engine.stopped
+    asyncio.run(asyncio.wait_for(consumer.shutdown(), 10))  # the same shutdown, ended
+
+
 class RefusedShutdownEngine(FakeEngine):
     """A shutdown whose final commit was refused: it stops, then raises once."""
 

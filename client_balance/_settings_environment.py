@@ -1,9 +1,11 @@
 """Settings from the environment: ``CLIENT_BALANCE_<FIELD>`` variables, in any case.
 
-A ``CLIENT_BALANCE_*`` variable that names no field is not silently dropped: one close to a
-field's name (``CLIENT_BALANCE_STATUS_SECRETS``) is a problem that says which was meant, since
-the group would otherwise run unsigned, or with a default, while its operator believes
-otherwise; any other is logged once. Neither ever shows the variable's value.
+A ``CLIENT_BALANCE_*`` variable that names no field is not silently dropped: a misspelling of
+a field's name (``CLIENT_BALANCE_STATUS_SECRETS``, two letters off at most) is a problem that
+says which was meant, since the group would otherwise run unsigned, or with a default, while
+its operator believes otherwise; any other is logged once: a deployment's own variables share
+the prefix (``CLIENT_BALANCE_STATUS_SECRET_FILE``, or ``CLIENT_BALANCE_SCHEMA_REGISTRY_PORT``
+that Kubernetes makes for a service of that name). Neither ever shows the variable's value.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ NOT_SETTINGS = frozenset(
 )
 """The project's own ``CLIENT_BALANCE_*`` variables that are read elsewhere, not settings."""
 _CLOSE_ENOUGH = 0.8
-"""difflib's ratio of a likely typo: STATUS_SECRETS, LEASE_TIMEOUT and GROUPID are above it;
-words of an application's own (CLIENT_BALANCE_GROUP, _HOME) mostly below."""
+"""difflib's ratio of a name worth suggesting in the warning."""
+_MISSPELT_AT_MOST = 2
+"""Letters added, dropped or changed in a misspelling (STATUS_SECRETS, LEASE_TIMEOUT, GROUPID);
+a name a word longer (STATUS_SECRET_FILE, METRICS_PATH) is another variable, not a typo."""
 
 _log = get_logger("settings")
 _warned: set[str] = set()  # a variable is logged once per process, not at every construction
@@ -97,7 +101,10 @@ def _not_settings(
         for variable in spellings[env]:
             # A field given as a keyword does not read its variable either: the typo changes
             # nothing then, and a warning is enough.
-            if meant and meant[0] not in keywords:
+            misspelt = bool(meant) and (
+                _edits(env.removeprefix(ENV_PREFIX).lower(), meant[0]) <= _MISSPELT_AT_MOST
+            )
+            if misspelt and meant[0] not in keywords:
                 problems.append(
                     f"{variable} is not a setting; did you mean {ENV_PREFIX}{meant[0].upper()}? "
                     f"(unset it, or rename it)"
@@ -109,3 +116,16 @@ def _not_settings(
                     variable=variable,
                     meant=f"{ENV_PREFIX}{meant[0].upper()}" if meant else None,
                 )
+
+
+def _edits(given: str, field: str) -> int:
+    """Letters to add, drop or change to make ``given`` into ``field`` (Levenshtein)."""
+    previous = list(range(len(field) + 1))
+    for row, letter in enumerate(given, 1):
+        current = [row]
+        for column, other in enumerate(field, 1):
+            current.append(
+                min(previous[column] + 1, current[-1] + 1, previous[column - 1] + (letter != other))
+            )
+        previous = current
+    return previous[-1]

@@ -69,6 +69,26 @@ def test_another_variable_is_logged_once_without_its_value(
 
 @pytest.mark.parametrize(
     "variable",
+    [
+        "CLIENT_BALANCE_STATUS_SECRET_FILE",  # the *_FILE convention of mounted secrets
+        "CLIENT_BALANCE_SCHEMA_REGISTRY_PORT",  # Kubernetes' variable of a service of that name
+        "CLIENT_BALANCE_METRICS_PATH",
+    ],
+)
+def test_a_deployments_own_variable_a_word_off_a_setting_is_only_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, variable: str
+) -> None:
+    """A name a word longer than a setting's, or another word, is a variable of its own.
+
+    Refused as a typo, it stopped every settings construction in a pod that merely had it.
+    """
+    monkeypatch.setenv(variable, VALUE)
+    ClientBalanceSettings(**BASE)
+    assert [r.variable for r in _ignored(caplog)] == [variable]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "variable",
     ["CLIENT_BALANCE_TEST_BOOTSTRAP", "CLIENT_BALANCE_KAFKA_HOME", "CLIENT_BALANCE_SEED_SCENARIOS"],
 )
 def test_the_projects_own_variables_are_neither_refused_nor_logged(

@@ -28,6 +28,7 @@ from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars
 from client_balance.broker._node import LOG_NAME, KafkaNode, Launch, prepare_nodes, stop_nodes
 from client_balance.broker._node import cleanup as cleanup_nodes
 from client_balance.broker._process import KILLED_REAP_S, stop_pid
+from client_balance.broker._ready import node_name, start_failure, why_not_ready
 from client_balance.errors import BrokerStartError, ClientBalanceError, ConfigError
 
 __all__ = ["LocalKafka", "stop_pid"]
@@ -239,12 +240,12 @@ class LocalKafka:
         owned = self.data_dir if self._owns_data_dir else None
         self._finalizer = weakref.finalize(self, cleanup_nodes, nodes, self.stop_timeout_s, owned)
         for node in nodes:
-            node.spawn(_node_name(self.version, self.brokers, node))
+            node.spawn(node_name(self.version, self.brokers, node))
         self._wait_until_ready(began)
 
     def _wait_until_ready(self, began: float) -> None:
         deadline = Deadline(self.startup_timeout_s - (time.monotonic() - began))
-        why = _why_not_ready(self._nodes, deadline, self.startup_timeout_s, self.admin_config)
+        why = why_not_ready(self._nodes, deadline, self.startup_timeout_s, self.admin_config)
         if why is not None:
             raise self._failed(why or None)
 
@@ -254,7 +255,7 @@ class LocalKafka:
         """Kill ``nodes`` (default: all); why the start failed, from the exited node's log."""
         if nodes is None:
             nodes, self._nodes = self._nodes, []
-        return _start_failure(self.version, self.brokers, nodes, what)
+        return start_failure(self.version, self.brokers, nodes, what)
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class LocalKafka:
         node = self._node(node_id)
         if node.alive():
             return
-        node.spawn(_node_name(self.version, self.brokers, node))
+        node.spawn(node_name(self.version, self.brokers, node))
         # Only the node answers a client that knows no other address; then it is listed unfenced.
         deadline = Deadline(self.startup_timeout_s)
         back = admin.cluster_answers(
@@ -334,67 +335,3 @@ class LocalKafka:
         state = f"running at {self.bootstrap_servers}" if self.is_running() else "stopped"
         nodes = "" if self.brokers == 1 else f" ({self.brokers} nodes)"
         return f"<LocalKafka {self.version}{nodes} {state}>"
-
-
-def _why_not_ready(
-    nodes: list[KafkaNode], deadline: Deadline, limit_s: float, login: Mapping[str, str]
-) -> str | None:
-    """None once the cluster is ready, else why not ("" when a node exited).
-
-    Ready: every node answers metadata, the group coordinator serves offsets and, on a
-    secured cluster, the SASL listener takes the admin's ``login``.
-    """
-    bootstrap = ",".join(node.address for node in nodes)
-
-    def all_alive() -> bool:
-        return all(node.alive() for node in nodes)
-
-    answered = admin.cluster_answers(
-        bootstrap, timeout_s=deadline.left_s(), keep_waiting=all_alive
-    ) and wait_for_brokers(
-        bootstrap, [node.node_id for node in nodes], timeout_s=deadline.left_s(),
-        keep_waiting=all_alive,
-    )  # fmt: skip
-    if not all_alive():
-        return ""
-    if not answered:
-        which = "broker" if len(nodes) == 1 else "cluster"
-        return f"the {which} did not answer metadata on {bootstrap} within {limit_s:.0f} s"
-    try:
-        admin.wait_for_group_coordinator(bootstrap, timeout_s=max(deadline.left_s(), 5.0))
-    except ClientBalanceError as error:
-        return f"the group coordinator did not come up: {error}"
-    clients = ",".join(node.client_address for node in nodes)
-    if login and not admin.cluster_answers(
-        clients, timeout_s=max(deadline.left_s(), 5.0), kafka=login
-    ):
-        return (
-            f"the SASL listener {clients} did not accept the {login['sasl.mechanism']} login of "
-            f"{login['sasl.username']!r}"
-        )
-    return None
-
-
-def _start_failure(
-    version: str, brokers: int, nodes: list[KafkaNode], what: str | None
-) -> BrokerStartError:
-    """Kill ``nodes``; why the start failed (``what``, or how a node exited) with its log."""
-    exited = [n for n in nodes if n.process is not None and n.process.poll() is not None]
-    blamed = exited[0] if exited else nodes[0]
-    if what is None:
-        assert blamed.process is not None  # noqa: S101 - exited nodes have a process
-        which = "broker" if brokers == 1 else f"broker of node {blamed.node_id}"
-        what = f"the {which} exited with code {blamed.process.returncode}"
-    last_lines = blamed.log_tail()
-    for node in nodes:
-        node.kill(KILLED_REAP_S)
-    return BrokerStartError(
-        f"Apache Kafka {version} did not start: {what}. Last lines of "
-        f"{blamed.log_path}:\n{last_lines}",
-        log_tail=last_lines,
-        log_path=str(blamed.log_path),
-    )
-
-
-def _node_name(version: str, brokers: int, node: KafkaNode) -> str:
-    return f"Apache Kafka {version}" + ("" if brokers == 1 else f" node {node.node_id}/{brokers}")

@@ -19,8 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from client_balance import admin
-from client_balance._kafka import partition_leader, retry_immediately, wait_for_brokers
+from client_balance._kafka import partition_leader, retry_immediately
 from client_balance._timing import Deadline
 from client_balance.broker._config import Sasl, check_launch
 from client_balance.broker._datadir import create_data_dir, remove_data_dir
@@ -28,12 +27,13 @@ from client_balance.broker._jars import DEFAULT_KAFKA_VERSION, ensure_kafka_jars
 from client_balance.broker._node import LOG_NAME, KafkaNode, Launch, prepare_nodes, stop_nodes
 from client_balance.broker._node import cleanup as cleanup_nodes
 from client_balance.broker._process import KILLED_REAP_S, stop_pid
-from client_balance.broker._ready import node_name, start_failure, why_not_ready
+from client_balance.broker._ready import node_name, restart_node, start_failure, why_not_ready
 from client_balance.errors import BrokerStartError, ClientBalanceError, ConfigError
 
 __all__ = ["LocalKafka", "stop_pid"]
 
 _BIND_FAILURE = "Address already in use"
+_OnSpawned = Callable[[dict[int, int]], None] | None
 _START_ATTEMPTS = 3  # a free port can be taken by someone else before the JVM binds it
 
 
@@ -63,7 +63,8 @@ class LocalKafka:
 
     With ``die_with_parent`` (the default) a JVM gets SIGTERM when the thread that started it
     ends, even if this process is killed outright (Linux ``setpriv --pdeathsig``, where present).
-    Start it from a long-lived thread, or pass False for a broker meant to outlive its starter.
+    Start it from a long-lived thread, or pass False for a broker meant to outlive its starter
+    (:meth:`detach` refuses a True one).
     """
 
     def __init__(
@@ -179,14 +180,18 @@ class LocalKafka:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> Self:
-        """Fetch jars if needed, format, start the JVMs and wait until the cluster is ready."""
+    def start(self, *, on_spawned: _OnSpawned = None) -> Self:
+        """Fetch jars if needed, format, start the JVMs and wait until the cluster is ready.
+
+        ``on_spawned(pids)`` gets :meth:`broker_pids` once every JVM is spawned, before the
+        wait: where a starter that may be killed records them. Its error fails the start.
+        """
         if self.is_running():
             return self
         began = time.monotonic()
         data_dir = self._data_dir = create_data_dir(self._data_dir)
         try:
-            self._start_in(data_dir, began)
+            self._start_in(data_dir, began, on_spawned)
         except BaseException as error:  # no Java, no jars: its own data dir goes (no node ran)
             ran = self._finalizer is not None or isinstance(error, BrokerStartError)
             if self._owns_data_dir and not ran:  # a broker's failure keeps its log to be read
@@ -195,7 +200,7 @@ class LocalKafka:
         self.startup_s = time.monotonic() - began
         return self
 
-    def _start_in(self, data_dir: Path, began: float) -> None:
+    def _start_in(self, data_dir: Path, began: float, on_spawned: _OnSpawned) -> None:
         if self.security != "PLAINTEXT":
             self._sasl = Sasl.for_data_dir(*self._sasl_wanted, data_dir)
         launch = Launch(
@@ -222,12 +227,12 @@ class LocalKafka:
             return taken
 
         retry_immediately(
-            lambda: self._start_once(launch, began),
+            lambda: self._start_once(launch, began, on_spawned),
             attempts=_START_ATTEMPTS,
             retry_if=port_was_taken,
         )
 
-    def _start_once(self, launch: Launch, began: float) -> None:
+    def _start_once(self, launch: Launch, began: float, on_spawned: _OnSpawned) -> None:
         nodes = [
             KafkaNode(node_id, self._node_dir(node_id), launch, dumps_cds=node_id == 1)
             for node_id in self._node_ids()
@@ -241,6 +246,8 @@ class LocalKafka:
         self._finalizer = weakref.finalize(self, cleanup_nodes, nodes, self.stop_timeout_s, owned)
         for node in nodes:
             node.spawn(node_name(self.version, self.brokers, node))
+        if on_spawned is not None:
+            on_spawned(self.broker_pids())
         self._wait_until_ready(began)
 
     def _wait_until_ready(self, began: float) -> None:
@@ -249,12 +256,9 @@ class LocalKafka:
         if why is not None:
             raise self._failed(why or None)
 
-    def _failed(
-        self, what: str | None = None, nodes: list[KafkaNode] | None = None
-    ) -> BrokerStartError:
-        """Kill ``nodes`` (default: all); why the start failed, from the exited node's log."""
-        if nodes is None:
-            nodes, self._nodes = self._nodes, []
+    def _failed(self, what: str | None) -> BrokerStartError:
+        """Kill every node; why the start failed, from the exited node's log."""
+        nodes, self._nodes = self._nodes, []
         return start_failure(self.version, self.brokers, nodes, what)
 
     # -- faults ------------------------------------------------------------------------------
@@ -273,19 +277,8 @@ class LocalKafka:
         A node that runs is left alone.
         """
         node = self._node(node_id)
-        if node.alive():
-            return
-        node.spawn(node_name(self.version, self.brokers, node))
-        # Only the node answers a client that knows no other address; then it is listed unfenced.
-        deadline = Deadline(self.startup_timeout_s)
-        back = admin.cluster_answers(
-            node.address, timeout_s=deadline.left_s(), keep_waiting=node.alive
-        ) and wait_for_brokers(
-            node.address, [node_id], timeout_s=deadline.left_s(), keep_waiting=node.alive
-        )
-        if not back:
-            late = f"node {node_id} did not rejoin within {self.startup_timeout_s:.0f} s"
-            raise self._failed(late if node.alive() else None, [node])
+        if not node.alive():
+            restart_node(node, self.version, self.brokers, self.startup_timeout_s)
 
     def leader_of(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> int:
         """The node id leading ``topic``'s ``partition`` now, as metadata says; -1 for none."""
@@ -300,8 +293,16 @@ class LocalKafka:
 
         Returns the pid of the first node that runs (:meth:`broker_pids` has all); stop it
         later with :func:`stop_pid` (``client-balance broker stop`` stops a cluster's
-        together). The data dir is then kept.
+        together). The data dir is then kept. Only a LocalKafka made with
+        ``die_with_parent=False`` can be detached (else :class:`ConfigError`): the JVMs of
+        the default one get SIGTERM when the thread that started them ends, which no later
+        call can undo.
         """
+        if self.die_with_parent:
+            raise ConfigError(
+                "detach() needs a LocalKafka made with die_with_parent=False; this one has "
+                "die_with_parent=True, so its JVMs stop when the thread that started them ends"
+            )
         pids = self.broker_pids()
         if not pids or self._finalizer is None:
             raise ClientBalanceError("LocalKafka is not running; nothing to detach")

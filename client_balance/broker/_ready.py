@@ -11,7 +11,7 @@ from client_balance.broker._node import KafkaNode
 from client_balance.broker._process import KILLED_REAP_S
 from client_balance.errors import BrokerStartError, ClientBalanceError
 
-__all__ = ["node_name", "start_failure", "why_not_ready"]
+__all__ = ["node_name", "restart_node", "start_failure", "why_not_ready"]
 
 
 def why_not_ready(
@@ -76,3 +76,18 @@ def start_failure(
 
 def node_name(version: str, brokers: int, node: KafkaNode) -> str:
     return f"Apache Kafka {version}" + ("" if brokers == 1 else f" node {node.node_id}/{brokers}")
+
+
+def restart_node(node: KafkaNode, version: str, brokers: int, timeout_s: float) -> None:
+    """Start ``node`` again; wait until metadata lists it, else kill it and raise why not."""
+    node.spawn(node_name(version, brokers, node))
+    # Only the node answers a client that knows no other address; then it is listed unfenced.
+    deadline = Deadline(timeout_s)
+    back = admin.cluster_answers(
+        node.address, timeout_s=deadline.left_s(), keep_waiting=node.alive
+    ) and wait_for_brokers(
+        node.address, [node.node_id], timeout_s=deadline.left_s(), keep_waiting=node.alive
+    )
+    if not back:
+        late = f"node {node.node_id} did not rejoin within {timeout_s:.0f} s"
+        raise start_failure(version, brokers, [node], late if node.alive() else None)

@@ -1,12 +1,20 @@
-"""Stopping brokers: a JVM that needs a moment to die after SIGKILL is waited for, not raised."""
+"""Stopping brokers: a JVM that needs a moment to die after SIGKILL is waited for, not raised.
+
+And letting them go: detach() only what may outlive its starter.
+"""
 
 from __future__ import annotations
 
 import subprocess
+import weakref
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
+from client_balance.broker import LocalKafka
 from client_balance.broker._node import KafkaNode, stop_nodes
+from client_balance.errors import ConfigError
 
 _EXITS_AFTER_KILL_S = 1.5  # what a killed 768 MB JVM took at load 25 in a `make bench` run
 
@@ -45,3 +53,33 @@ def test_a_broker_slow_to_be_reaped_after_sigkill_is_waited_for(tmp_path: Path) 
     assert process.killed
     assert process.returncode == -9
     assert node.process is None
+
+
+class _Running:
+    """A node's process that runs (as far as LocalKafka can tell)."""
+
+    pid = 4242
+
+    def poll(self) -> int | None:
+        return None
+
+
+@pytest.mark.parametrize("die_with_parent", [True, False])
+def test_detach_refuses_a_broker_that_dies_with_its_starter(
+    tmp_path: Path, die_with_parent: bool
+) -> None:
+    """detach() of a die_with_parent=True LocalKafka raises, naming the setting to use.
+
+    It returned a pid, and the JVM got SIGTERM when the starting thread ended (review r6).
+    """
+    kafka = LocalKafka(die_with_parent=die_with_parent, data_dir=tmp_path)
+    node = KafkaNode(1, tmp_path, cast(Any, None), dumps_cds=False)
+    node.process = cast(Any, _Running())
+    # A started cluster without a JVM: its nodes and its finalizer are all detach() reads.
+    kafka._nodes = [node]
+    kafka._finalizer = weakref.finalize(kafka, lambda: None)
+    if die_with_parent:
+        with pytest.raises(ConfigError, match="die_with_parent=False"):
+            kafka.detach()
+    else:
+        assert kafka.detach() == _Running.pid

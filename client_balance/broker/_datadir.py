@@ -13,7 +13,7 @@ from pathlib import Path
 
 from client_balance.errors import BrokerError
 
-__all__ = ["MARKER_NAME", "create_data_dir", "is_marked", "remove_data_dir"]
+__all__ = ["MARKER_NAME", "create_data_dir", "is_marked", "new_data_dir", "remove_data_dir"]
 
 MARKER_NAME = ".client-balance-kafka"
 _MARKER_TEXT = (
@@ -28,14 +28,24 @@ def create_data_dir(path: Path | None) -> Path:
     A folder that exists already is used as it is and never marked: it may be anyone's.
     """
     if path is None:
-        made = Path(tempfile.mkdtemp(prefix="client-balance-kafka-"))
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            path.mkdir()
-        except FileExistsError:
-            return path
-        made = path
+        return new_data_dir(None, "client-balance-kafka-")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return path
+    (path / MARKER_NAME).write_text(_MARKER_TEXT)
+    return path
+
+
+def new_data_dir(parent: Path | None, prefix: str) -> Path:
+    """A new, marked data dir ``<prefix><random>`` in ``parent`` (None: the temp folder).
+
+    The name is unique even for starts in the same instant, and only its owner may enter it.
+    """
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     (made / MARKER_NAME).write_text(_MARKER_TEXT)
     return made
 

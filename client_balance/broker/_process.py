@@ -19,9 +19,11 @@ __all__ = [
     "alive",
     "cds_archive_path",
     "cluster_id",
+    "command_line",
     "free_ports",
     "read_cluster_id",
     "read_ports",
+    "start_time",
     "stop_pid",
     "stop_pids",
     "tail",
@@ -106,6 +108,27 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), or None if there is no such pid.
+
+    A pid is reused once its process is gone; the pid with its start time names one process.
+    """
+    try:
+        # Field 22 of /proc/<pid>/stat; the name (field 2) may hold spaces, so count after it.
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments process ``pid`` was started with, or None if it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="surrogateescape").split("\0")[:-1]
 
 
 def stop_pid(pid: int, *, timeout_s: float = 20.0) -> bool:

@@ -1,7 +1,8 @@
 """``client-balance broker``: a local Apache Kafka broker for trying things out.
 
 ``start`` detaches the broker unless ``--foreground``; a state file records its pid, address and
-data directory so that ``status`` and ``stop`` (in another process, later) can find it. With
+data directory so that ``status`` and ``stop`` (in another process, later) can find it; it is
+written as soon as the JVMs are spawned, one start at a time (``_broker_state.py``). With
 ``--brokers N`` it is a cluster of N nodes, and the state file records every node's pid
 (``"pids"``; ``"pid"`` is the first node's, so state files of single brokers read the same).
 ``stop`` deletes the recorded data directory only if LocalKafka created it (its marker file):
@@ -11,14 +12,16 @@ the state file is plain JSON, and its word alone must never delete a folder.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import math
 import os
-import time
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from client_balance import admin
+from client_balance._kafka import wait_until
 from client_balance.broker import (
     DEFAULT_KAFKA_VERSION,
     LocalKafka,
@@ -26,14 +29,23 @@ from client_balance.broker import (
     kafka_home,
 )
 from client_balance.broker._config import MIN_HEAP_MB
-from client_balance.broker._datadir import remove_data_dir
-from client_balance.broker._process import stop_pids
+from client_balance.broker._datadir import new_data_dir, remove_data_dir
+from client_balance.broker._process import stop_pids, tail
+from client_balance.cli._broker_state import (
+    node_records,
+    our_pids,
+    read_state,
+    start_lock,
+    write_state,
+)
 from client_balance.cli._render import EXIT_FAILED, EXIT_OK, out, say
-from client_balance.errors import BrokerError
+from client_balance.errors import BrokerError, BrokerStartError
 
 __all__ = ["COMMANDS", "add_parsers", "running_broker_address"]
 
 _MAX_PORT = 65_535
+_UNWOUND_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_SIGNALLED_EXIT = 128  # plus the signal's number, as a shell reports a process it ended
 
 
 def _default_state_file() -> Path:
@@ -102,52 +114,8 @@ def _heap_mb(text: str) -> int:
 
 def running_broker_address() -> str | None:
     """The address of the broker that ``broker start`` left running, if it still runs."""
-    state = _read_state(_default_state_file())
-    return state["bootstrap_servers"] if state and _our_pids(state) else None
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    """The state ``broker start`` wrote, or None: missing, or not of its shape.
-
-    It is plain JSON that anyone can edit: a wrong one is no broker, not a traceback.
-    """
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(state, dict) or not all(
-        isinstance(state.get(key), str) for key in ("bootstrap_servers", "data_dir", "log")
-    ):
-        return None
-    pids = state.get("pids")
-    if pids is not None and not isinstance(pids, list):
-        return None
-    return state
-
-
-def _our_pids(state: dict[str, Any]) -> list[int]:
-    """The recorded pids that are still our brokers (a cluster's ``pids``, else ``pid``)."""
-    data_dir = state.get("data_dir")
-    if data_dir is None:
-        return []
-    found = []
-    for recorded in state.get("pids") or [state.get("pid")]:
-        try:
-            pid = int(recorded)
-        except (TypeError, ValueError):
-            continue
-        if _is_our_broker(pid, str(data_dir)):
-            found.append(pid)
-    return found
-
-
-def _is_our_broker(pid: int, data_dir: str) -> bool:
-    # The pid may have been reused by an unrelated process since the broker died.
-    try:
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"kafka.Kafka" in command_line and data_dir.encode() in command_line
+    state = read_state(_default_state_file())
+    return state["bootstrap_servers"] if state and our_pids(state) else None
 
 
 def _broker_fetch(args: argparse.Namespace) -> int:
@@ -156,72 +124,141 @@ def _broker_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Signalled(BaseException):
+    """SIGTERM or SIGHUP while a broker starts: unwind, so that what started is stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_unwind() -> Iterator[None]:
+    # Python ends at SIGTERM or SIGHUP without unwinding (`timeout`, a closed terminal, a
+    # cancelled CI step): the JVMs just spawned would run on with no one to stop them.
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; a caller's thread keeps its own
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise _Signalled(signum)
+
+    previous = {number: signal.signal(number, unwind) for number in _UNWOUND_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def _broker_start(args: argparse.Namespace) -> int:
-    state = _read_state(args.state_file)
-    running = _our_pids(state) if state is not None else []
-    if not args.foreground and state is not None and running:
-        say(
-            f"a broker is already running at {state['bootstrap_servers']} "
-            f"(pid {', '.join(map(str, running))}); stop it first with 'client-balance broker stop'"
-        )
+    if args.foreground:
+        return _run_in_foreground(args)
+    # From the check to the write: two starts at once would each find no broker and start one.
+    with start_lock(args.state_file):
+        state = read_state(args.state_file)
+        running = our_pids(state) if state is not None else []
+        if state is not None and running:
+            say(
+                f"a broker is already running at {state['bootstrap_servers']} "
+                f"(pid {', '.join(map(str, running))}); stop it first with "
+                "'client-balance broker stop'"
+            )
+            return EXIT_FAILED
+        return _start_detached(args)
+
+
+def _run_in_foreground(args: argparse.Namespace) -> int:
+    kafka = _local_kafka(args, args.data_dir, die_with_parent=True)
+    kafka.start()
+    _announce(args, kafka)
+    try:
+        wait_until(lambda: not kafka.is_running(), timeout_s=math.inf, interval_s=0.5)
+        log = kafka.log_path  # read now: stop() removes a temporary data dir
+        which = "broker" if args.brokers == 1 else "cluster"
+        say(f"the {which} exited on its own; last lines of {log}:\n{tail(log)}")
         return EXIT_FAILED
-    data_dir = args.data_dir
-    if data_dir is None and not args.foreground:
-        # A detached broker outlives this process, so its data dir must be one we can find.
-        data_dir = kafka_home(args.kafka_version).parent / f"broker-data-{int(time.time())}"
-    kafka = LocalKafka(
+    except KeyboardInterrupt:
+        say("stopping the broker" if args.brokers == 1 else "stopping the cluster")
+        return EXIT_OK
+    finally:
+        kafka.stop()
+
+
+def _start_detached(args: argparse.Namespace) -> int:
+    # A detached broker outlives this process, so its data dir must be one we can find; a
+    # random name, as two starts in one second (even with other state files) must not share it.
+    made = None
+    if args.data_dir is None:
+        made = new_data_dir(kafka_home(args.kafka_version).parent, "broker-data-")
+    # Resolved: the state file is read from other folders, and its path is matched exactly.
+    data_dir = (made or args.data_dir).resolve()
+    kafka = _local_kafka(args, data_dir, die_with_parent=False)
+    recorded = False
+
+    def record(pids: dict[int, int]) -> None:  # as soon as the JVMs exist, before the wait
+        nonlocal recorded
+        state = {
+            "pid": pids[min(pids)], "pids": [pid for _, pid in sorted(pids.items())],
+            "nodes": node_records(pids, data_dir, args.brokers),
+            "bootstrap_servers": kafka.bootstrap_servers, "data_dir": str(data_dir),
+            "log": str(kafka.log_path), "owns_data_dir": made is not None,
+        }  # fmt: skip
+        try:
+            write_state(args.state_file, state)
+        except OSError as error:
+            raise BrokerError(
+                f"cannot write the state file {args.state_file} ({error}); the broker was stopped"
+            ) from error
+        recorded = True
+
+    try:
+        with _signals_unwind():
+            kafka.start(on_spawned=record)
+            kafka.detach()
+    except BaseException as error:
+        kafka.stop()
+        if recorded:
+            args.state_file.unlink(missing_ok=True)
+        if made is not None and not isinstance(error, BrokerStartError):  # its log is named
+            remove_data_dir(made)
+        if isinstance(error, _Signalled):
+            say(f"{error} while the broker started: it was stopped")
+            return _SIGNALLED_EXIT + error.signum
+        raise
+    _announce(args, kafka)
+    pids = ", ".join(map(str, sorted(kafka.broker_pids().values())))
+    say(f"detached (pid {pids}, log {kafka.log_path}); stop it with 'client-balance broker stop'")
+    return EXIT_OK
+
+
+def _local_kafka(
+    args: argparse.Namespace, data_dir: Path | None, *, die_with_parent: bool
+) -> LocalKafka:
+    return LocalKafka(
         version=args.kafka_version,
         data_dir=data_dir,
         brokers=args.brokers,
         port=args.port,
         heap_mb=args.heap_mb,
-        die_with_parent=args.foreground,
+        die_with_parent=die_with_parent,
         progress=say,
     )
-    kafka.start()
+
+
+def _announce(args: argparse.Namespace, kafka: LocalKafka) -> None:
     nodes = "" if args.brokers == 1 else f" ({args.brokers} nodes)"
     say(f"Apache Kafka {args.kafka_version}{nodes} is ready in {kafka.startup_s:.1f} s")
     # rich flushes each print, so a script reading the address need not wait for the broker to end.
     out(kafka.bootstrap_servers)
-    if args.foreground:
-        try:
-            while kafka.is_running():
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            say("stopping the broker" if args.brokers == 1 else "stopping the cluster")
-        finally:
-            kafka.stop()
-        return EXIT_OK
-    pids = [pid for _, pid in sorted(kafka.broker_pids().items())]
-    try:  # writable before the broker is let go: else nothing could find it to stop it
-        args.state_file.parent.mkdir(parents=True, exist_ok=True)
-        args.state_file.touch()
-    except OSError as error:
-        kafka.stop()
-        say(f"cannot write the state file {args.state_file} ({error}); the broker was stopped")
-        return EXIT_FAILED
-    record = {
-        "pid": kafka.detach(),
-        "pids": pids,
-        "bootstrap_servers": kafka.bootstrap_servers,
-        "data_dir": str(kafka.data_dir),
-        "log": str(kafka.log_path),
-        "owns_data_dir": args.data_dir is None,
-    }
-    args.state_file.write_text(json.dumps(record, indent=2) + "\n")
-    say(
-        f"detached (pid {', '.join(map(str, pids))}, log {record['log']}); "
-        "stop it with 'client-balance broker stop'"
-    )
-    return EXIT_OK
 
 
 def _broker_stop(args: argparse.Namespace) -> int:
-    state = _read_state(args.state_file)
+    state = read_state(args.state_file)
     if state is None:
         say(f"no detached broker is recorded in {args.state_file}")
         return EXIT_FAILED
-    running = _our_pids(state)
+    running = our_pids(state)
     if running:
         stop_pids(running)
         pids = ", ".join(map(str, running))
@@ -240,8 +277,8 @@ def _broker_stop(args: argparse.Namespace) -> int:
 
 
 def _broker_status(args: argparse.Namespace) -> int:
-    state = _read_state(args.state_file)
-    running = _our_pids(state) if state is not None else []
+    state = read_state(args.state_file)
+    running = our_pids(state) if state is not None else []
     if state is None or not running:
         say("no broker is running" + ("" if state is None else " (stale state file)"))
         return EXIT_FAILED

@@ -14,7 +14,6 @@ from client_balance.broker import _local as local
 from client_balance.broker._config import Sasl
 from client_balance.broker._datadir import MARKER_NAME, create_data_dir, is_marked
 from client_balance.broker._node import KafkaNode, Launch
-from client_balance.cli import _broker as cli_broker
 from client_balance.cli import main
 from client_balance.errors import BrokerToolMissingError, ConfigError
 
@@ -190,42 +189,6 @@ def test_a_state_file_of_another_shape_is_no_broker_not_a_traceback(
     assert main(["broker", "status", "--state-file", str(state)]) == 1
     assert main(["broker", "stop", "--state-file", str(state)]) == 1
     assert "Traceback" not in capsys.readouterr().err
-
-
-class _StartedBroker:
-    """A LocalKafka that started at once; records whether it was stopped."""
-
-    stopped = False
-
-    def __init__(self, **kwargs: object) -> None:
-        self.startup_s, self.bootstrap_servers = 0.1, "127.0.0.1:1"
-
-    def start(self) -> _StartedBroker:
-        return self
-
-    def broker_pids(self) -> dict[int, int]:
-        return {1: 12345}
-
-    def stop(self) -> None:
-        _StartedBroker.stopped = True
-
-
-def test_a_detached_start_whose_state_file_cannot_be_written_stops_its_broker(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Nothing could find a detached broker without its state file: it is stopped, exit 1.
-
-    It was let go first, then the write raised: a broker ran that nothing tracked (the review
-    of 2026-11-29).
-    """
-    monkeypatch.setattr(cli_broker, "LocalKafka", _StartedBroker)
-    blocked = tmp_path / "a-file"
-    blocked.write_text("")
-    state = blocked / "broker.json"  # its parent is a file: neither made nor written
-    args = ["broker", "start", "--state-file", str(state), "--data-dir", str(tmp_path / "d")]
-    assert main(args) == 1
-    assert _StartedBroker.stopped
-    assert "cannot write the state file" in capsys.readouterr().err
 
 
 def test_the_admin_password_is_never_on_a_command_line(

@@ -112,9 +112,16 @@ def find_java() -> str:
             f"a Java {MIN_JAVA_MAJOR}+ runtime (e.g. 'apt-get install openjdk-17-jre-headless')",
             tool="java",
         )
-    shown = subprocess.run(
-        [java, "-version"], capture_output=True, text=True, timeout=60, check=False
-    )
+    try:
+        shown = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as error:  # not executable, or a binary of another architecture
+        raise BrokerToolMissingError(
+            f"cannot start Apache Kafka: {java} does not run ({error}); point JAVA_HOME at a "
+            f"Java {MIN_JAVA_MAJOR}+ runtime",
+            tool="java",
+        ) from error
     match = _JAVA_VERSION.search(shown.stderr + shown.stdout)
     if match is not None:
         major = int(match.group(1))

@@ -229,3 +229,23 @@ def test_the_admin_password_is_never_on_a_command_line(
     assert "password=S3CRETadminpw" in tool.arguments
     kafka_node.check_format(cast(Any, tool))
     assert not tool.argfile.exists()  # gone once the tool is done
+
+
+def test_a_java_that_does_not_run_is_one_line_and_leaves_no_data_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `java` that is not executable: `broker start` says so in one line, exit 1, no leftovers.
+
+    It was a PermissionError traceback, and a broker-data-* folder stayed behind (review r6,
+    items 11 and 8).
+    """
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    java.chmod(0o644)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    monkeypatch.setenv("CLIENT_BALANCE_KAFKA_HOME", str(tmp_path / "cache" / "kafka"))
+    assert main(["broker", "start", "--state-file", str(tmp_path / "broker.json")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: cannot start Apache Kafka: {java} does not run" in err
+    assert list((tmp_path / "cache").iterdir()) == []

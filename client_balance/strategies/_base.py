@@ -136,9 +136,12 @@ def all_partitions(topics: Iterable[tuple[str, int]]) -> list[TopicPartition]:
 def sorted_members(members: Sequence[Member]) -> list[Member]:
     """Members in Kafka's order; refuses duplicate ids, which would make the answer ambiguous."""
     ordered = sorted(members, key=lambda member: member._sort_key)
-    for before, after in itertools.pairwise(ordered):
-        if before.id == after.id:
-            raise ConfigError(f"member id {before.id!r} appears twice; member ids must be unique")
+    # Over the ids, not the neighbours of that order: a static member sorts by its instance id,
+    # so an id given twice, once static, was not next to itself and passed.
+    ids = sorted(member.id for member in ordered)
+    for before, after in itertools.pairwise(ids):
+        if before == after:
+            raise ConfigError(f"member id {before!r} appears twice; member ids must be unique")
     return ordered
 
 

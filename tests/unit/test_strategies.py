@@ -52,6 +52,22 @@ def test_member_validation() -> None:
         get_strategy("range").assign({"t": 2}, [Member("C0", ["t"]), Member("C0", ["t"])])
 
 
+@pytest.mark.parametrize("name", strategy_names())
+def test_an_id_given_twice_once_static_is_refused_by_every_strategy(name: str) -> None:
+    """Member "a" twice, one copy static: refused, where it was merged or half dropped.
+
+    A static member sorts by its instance id, so the two copies were not neighbours in
+    Kafka's order and the check of neighbours passed them (the review of 2026-11-29).
+    """
+    members = [
+        Member("a", ["t"], instance_id="x"),
+        Member("b", ["t"], instance_id="y"),  # sorts between the two copies of "a"
+        Member("a", ["t"]),
+    ]
+    with pytest.raises(ConfigError, match="member id 'a' appears twice"):
+        get_strategy(name).assign({"t": 6}, members)
+
+
 def test_every_member_is_a_key_and_unknown_topics_are_ignored() -> None:
     """Members without partitions still appear; topics without metadata are skipped."""
     members = [Member("C0", ["t", "ghost"]), Member("C1", ["t"]), Member("C2", ["other"])]

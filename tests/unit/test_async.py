@@ -77,6 +77,15 @@ async def _until_called(engine: FakeEngine) -> None:
     assert await asyncio.to_thread(engine.called.wait, 30)
 
 
+async def _take_cancelled_while_it_runs(lanes: Lanes, engine: FakeEngine) -> None:
+    """A take(10 s) cancelled once the engine runs it: its thread goes on without a waiter."""
+    waiting = asyncio.create_task(lanes.take(10.0))
+    await _until_called(engine)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
 async def _closed(lanes: Lanes) -> None:
     await asyncio.sleep(0)  # the done callbacks of a task that just ended run first
     await asyncio.to_thread(lanes.close)
@@ -90,11 +99,7 @@ async def test_a_get_message_cancelled_while_it_runs_rolls_back_what_it_brings()
     """
     engine = FakeEngine()
     lanes = Lanes(engine, max_threads=2)
-    waiting = asyncio.create_task(lanes.take(10.0))
-    await _until_called(engine)
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
+    await _take_cancelled_while_it_runs(lanes, engine)
     engine.open.set()
     await _closed(lanes)
     assert (engine.settled, engine.given_back) == ([], ["0:t:0:1"])

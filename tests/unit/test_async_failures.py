@@ -22,7 +22,13 @@ from client_balance import (
 )
 from client_balance.consumer._hooks import PartitionHooks
 from client_balance.consumer._lanes import Lanes
-from tests.unit.test_async import _SETTINGS, FakeEngine, _closed, _consumer_over, _until_called
+from tests.unit.test_async import (
+    _SETTINGS,
+    FakeEngine,
+    _closed,
+    _consumer_over,
+    _take_cancelled_while_it_runs,
+)
 
 _BACKGROUND = ClientBalanceError("the status report thread failed and goes on: X")
 
@@ -78,11 +84,7 @@ async def test_a_no_message_error_of_a_cancelled_get_message_is_dropped() -> Non
     """Nothing in time is no failure: the next call does not raise it."""
     engine = FirstCallFailsEngine(NoMessageError("no batch within 10.0 s", code=406))
     lanes = Lanes(engine, max_threads=2)
-    waiting = asyncio.create_task(lanes.take(10.0))
-    await _until_called(engine)
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
+    await _take_cancelled_while_it_runs(lanes, engine)
     engine.open.set()
     await asyncio.sleep(0.1)  # the orphaned call ends
     assert (await lanes.take(1.0)).confirm_context == "0:t:0:2"

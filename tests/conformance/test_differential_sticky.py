@@ -147,9 +147,15 @@ def eager_problems(case: dict[str, Any], assignment: Assignment) -> list[str]:
     )
 
 
-def round_problems(case: dict[str, Any], assignment: Assignment) -> list[str]:
-    """A cooperative round: within the eager target, missing only partitions claimed elsewhere."""
-    target = ours({**case, "strategy": "sticky"})
+def round_problems(
+    case: dict[str, Any], assignment: Assignment, target: Assignment | None = None
+) -> list[str]:
+    """A cooperative round: within the eager target, missing only partitions claimed elsewhere.
+
+    The target is our sticky answer unless given.
+    """
+    if target is None:
+        target = ours({**case, "strategy": "sticky"})
     problems = eager_problems(case, target)
     claimed = {tp for member in members_of(case) for tp in member.owned}
     for member_id, held in assignment.items():
@@ -160,19 +166,43 @@ def round_problems(case: dict[str, Any], assignment: Assignment) -> list[str]:
     return problems
 
 
+def java_targets(
+    oracle: JavaOracle, strategy: str, cases: list[dict[str, Any]]
+) -> list[Assignment | None]:
+    """Java's valid eager answers, to judge its cooperative rounds by (None: judge by ours).
+
+    Judged by our eager answer, a Java round that differs from ours would pass as Java's fault.
+    """
+    if strategy == "sticky":
+        return [None] * len(cases)
+    eager = oracle.assign([{**case, "strategy": "sticky"} for case in cases])
+    targets: list[Assignment | None] = []
+    for case, answer in zip(cases, eager, strict=True):
+        target = java(answer)
+        targets.append(target if target is not None and not eager_problems(case, target) else None)
+    return targets
+
+
 def compare(oracle: JavaOracle, strategy: str, seed: int, count: int) -> int:
     """Run ``count`` cases; return how many Java got wrong (where ours must be right)."""
     rng = random.Random(seed)
     cases = [sticky_case(rng, strategy, f"{strategy}-{seed}-{i}") for i in range(count)]
+    answers = oracle.assign(cases)
     java_wrong = 0
-    for case, answer in zip(cases, oracle.assign(cases), strict=True):
+    for case, answer, target in zip(
+        cases, answers, java_targets(oracle, strategy, cases), strict=True
+    ):
         mine = ours(case)
         theirs = java(answer)
-        check = eager_problems if strategy == "sticky" else round_problems
-        if theirs is not None and not check(case, theirs):
+        if strategy == "sticky":
+            problems = eager_problems(case, theirs) if theirs is not None else ["threw"]
+        else:
+            problems = round_problems(case, theirs, target) if theirs is not None else ["threw"]
+        if not problems:
             assert mine == theirs, f"seed {seed}: {case}"
             continue
         java_wrong += 1
+        check = eager_problems if strategy == "sticky" else round_problems
         assert check(case, mine) == [], f"seed {seed}: {case}"
     return java_wrong
 

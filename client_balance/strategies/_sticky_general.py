@@ -15,7 +15,8 @@ Kafka's ``GeneralAssignmentBuilder``, step by step:
    required, then all) move: back to their previous owner if it has 2+ fewer partitions than
    the current one, else to the least loaded subscriber if some subscriber has 2+ fewer. When
    a partition of a topic has just moved the opposite way between the same two members, that
-   partition moves back instead (Java takes the first of them in its hash-set order).
+   partition moves back instead (Java takes the first of them in its hash-set order), up to a
+   bound that makes the loop end where Kafka's may not (``_sticky_moves``).
 6. If the moves did not lower the balance score (sum of count differences over all pairs of
    members) the assignment before them is restored, unless nothing was owned at all.
 
@@ -318,11 +319,12 @@ class _Builder:
         return previous.member_id
 
     def reassign(self, partition: TopicPartition, new_owner: str) -> None:
-        # Kafka moves instead a partition that went the other way before; by now it may sit with
-        # a third member, and moving it from there can even nothing out: two partitions then went
-        # round three members for ever. It is taken only where the move still evens the sizes.
         swapped = self.movements.partition_to_move(partition, self.owner[partition], new_owner)
-        if len(self.current[self.owner[swapped]]) > len(self.current[new_owner]) + 1:
+        if swapped != partition and self.movements.takes_swap(
+            len(self.current[self.owner[swapped]]) - len(self.current[new_owner]),
+            repairing=self.repairing,
+            budget=len(self.owner),
+        ):
             partition = swapped
         old_owner = self.owner[partition]
         self._unrank(old_owner)

@@ -168,6 +168,35 @@ _ROUNDABOUT = {
 }
 
 
+def _answer_within_10_s(
+    name: str,
+    counts: dict[str, int],
+    members: list[Member],
+    partition_racks: dict[TopicPartition, frozenset[str]] | None = None,
+) -> Assignment:
+    answers: list[Assignment] = []
+    worker = threading.Thread(
+        target=lambda: answers.append(
+            get_strategy(name).assign(counts, members, partition_racks=partition_racks)
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(10.0)
+    assert answers, f"{name} did not finish within 10 s"
+    return answers[0]
+
+
+def _assert_valid_and_balanced(
+    name: str, counts: dict[str, int], members: list[Member], answer: Assignment
+) -> None:
+    claimed = {tp for member in members for tp in member.owned}
+    withheld = claimed if name == "cooperative-sticky" else set()  # a cooperative round holds back
+    assert validity_problems(counts, members, answer, may_be_missing=withheld) == []
+    if name == "sticky":
+        assert balance_problems(members, answer) == []
+
+
 @pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
 def test_the_sticky_balancing_loop_ends_where_a_substitute_moved_on(name: str) -> None:
     """The group that never finished before the fix gets a valid, balanced answer at once."""
@@ -176,16 +205,47 @@ def test_the_sticky_balancing_loop_ends_where_a_substitute_moved_on(name: str) -
         Member(member_id, topics, [to_topic_partition(key) for key in owned], generation)
         for member_id, (topics, owned, generation) in _ROUNDABOUT.items()
     ]
-    answers: list[Assignment] = []
-    worker = threading.Thread(
-        target=lambda: answers.append(get_strategy(name).assign(counts, members)), daemon=True
-    )
-    worker.start()
-    worker.join(10.0)
-    assert answers, f"{name} did not finish within 10 s"
-    (answer,) = answers
-    claimed = {tp for member in members for tp in member.owned}
-    withheld = claimed if name == "cooperative-sticky" else set()  # a cooperative round holds back
-    assert validity_problems(counts, members, answer, may_be_missing=withheld) == []
-    if name == "sticky":
-        assert balance_problems(members, answer) == []
+    _assert_valid_and_balanced(name, counts, members, _answer_within_10_s(name, counts, members))
+
+
+# A group with racks on which Kafka's own balancing loop never ends (its oracle times out): the
+# partitions swapped back, as Kafka swaps them, undo the moves' progress round after round.
+_ENDLESS_IN_KAFKA = {
+    "BBAa": (["t1"], ["t0:6", "t1:3", "t1:4", "t1:12", "t1:19", "t1:27", "t1:48"], 2, "r2"),
+    "BBBB": (["t0"], ["t0:0", "t0:8", "t0:21", "t1:8", "t1:38"], 3, None),
+    "consumer0": (
+        ["t0"],
+        ["t0:19", "t0:24", "t1:10", "t1:11", "t1:16", "t1:26", "t1:45", "t1:47"],
+        3,
+        None,
+    ),
+    "consumer1": (
+        ["t0", "t1"],
+        ["t0:5", "t0:11", "t0:15", "t0:17", "t1:25", "t1:29", "t1:37", "t1:50", "t1:51"],
+        3,
+        None,
+    ),
+    "consumer14": (["t0"], ["t0:1", "t0:9", "t0:20", "t1:17", "t1:21", "t1:36"], 3, None),
+    "consumer3": (
+        ["t0", "t1"],
+        ["t0:10", "t0:22", "t1:2", "t1:5", "t1:7", "t1:14", "t1:20", "t1:42", "t1:43", "t1:46"],
+        2,
+        None,
+    ),
+    "consumer5": (["t1"], ["t0:23", "t1:23", "t1:31", "t1:33", "t1:35", "t1:40"], 3, None),
+    "consumer7": (["t1"], ["t1:15", "t1:32"], 2, "r2"),
+}
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+def test_the_sticky_balancing_loop_ends_where_kafkas_never_does(name: str) -> None:
+    """Swapping back as Kafka does stops in time: a valid, balanced answer where Kafka hangs."""
+    counts = {"t0": 25, "t1": 52}
+    members = [
+        Member(member_id, topics, [to_topic_partition(key) for key in owned], generation, rack=rack)
+        for member_id, (topics, owned, generation, rack) in _ENDLESS_IN_KAFKA.items()
+    ]
+    racks = {"t0:18": "r1", "t0:3": "r2", "t0:4": "r2", "t1:43": "r0"}
+    partition_racks = {to_topic_partition(key): frozenset([rack]) for key, rack in racks.items()}
+    answer = _answer_within_10_s(name, counts, members, partition_racks)
+    _assert_valid_and_balanced(name, counts, members, answer)

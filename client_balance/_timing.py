@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from client_balance.errors import ConfigError
 
-__all__ = ["MAX_WAIT_S", "Deadline", "check_seconds"]
+__all__ = ["MAX_WAIT_S", "Deadline", "OncePer", "check_seconds"]
 
 MAX_WAIT_S = 1e9
 """Longest wait a call accepts: threading's waits overflow near 9.2e9 s."""
@@ -43,3 +45,37 @@ def check_seconds(name: str, value: object, *, below_s: float = MAX_WAIT_S) -> f
             f"(below {below_s:g})"
         )
     return float(value)
+
+
+class OncePer:
+    """Lets each key through once per ``window_s``, and counts what it held back meanwhile.
+
+    For what is said again and again (a broker away repeats its error on every try): the first
+    goes on, the rest wait out the window. At most ``keys_kept`` keys are remembered; past that
+    all are forgotten, so memory never grows. Safe from any thread.
+    """
+
+    def __init__(
+        self,
+        window_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        keys_kept: int = 256,
+    ) -> None:
+        self._window_s = window_s
+        self._clock = clock
+        self._keys_kept = keys_kept
+        self._lock = threading.Lock()
+        self._passed: dict[Hashable, tuple[float, int]] = {}  # key -> (passed at, held since)
+
+    def admit(self, key: Hashable) -> int | None:
+        """None if ``key`` passed less than ``window_s`` ago; else how many were held since."""
+        now = self._clock()
+        with self._lock:
+            passed_at, held = self._passed.get(key, (-math.inf, 0))
+            if now - passed_at < self._window_s:
+                self._passed[key] = (passed_at, held + 1)
+                return None
+            if len(self._passed) >= self._keys_kept:
+                self._passed.clear()
+            self._passed[key] = (now, 0)
+            return held

@@ -9,9 +9,7 @@ by a setting. Nothing else in the package constructs a ``Consumer``, ``Producer`
 from __future__ import annotations
 
 import logging
-import math
 import re
-import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -24,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from client_balance._kafka._log_pump import pumped
 from client_balance._logging import ROOT_LOGGER
 from client_balance._secrets import without_userinfo
+from client_balance._timing import OncePer
 from client_balance.keys import TopicPartition
 from client_balance.settings import ClientBalanceSettings, KafkaValue
 
@@ -93,9 +92,7 @@ class RepeatedLines:
 
     def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._window_s = window_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._seen: dict[str, tuple[float, int]] = {}  # line -> (let through at, held since)
+        self._once = OncePer(window_s, clock)
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Whether ``record`` goes on; one that does carries the count held back before it.
@@ -110,15 +107,9 @@ class RepeatedLines:
             said = record.getMessage()
         except Exception:  # a malformed record: logging's own handleError reports it
             return True
-        line, now = _TIMINGS.sub("ms", said), self._clock()
-        with self._lock:
-            shown_at, held = self._seen.get(line, (-math.inf, 0))
-            if now - shown_at < self._window_s:
-                self._seen[line] = (shown_at, held + 1)
-                return False
-            if len(self._seen) >= _LINES_KEPT:  # many distinct lines: forget, never grow
-                self._seen.clear()
-            self._seen[line] = (now, 0)
+        held = self._once.admit(_TIMINGS.sub("ms", said))
+        if held is None:
+            return False
         if held:
             record.msg = f"{said} ({held} alike lines held back in the {self._window_s:g} s before)"
             record.args = ()
@@ -127,7 +118,6 @@ class RepeatedLines:
 
 _TIMINGS = re.compile(r"\b\d+ms\b")
 _LIBRDKAFKA_ARGS = 3
-_LINES_KEPT = 256
 
 KAFKA_LOGGER.addFilter(_no_url_credentials)
 KAFKA_LOGGER.addFilter(RepeatedLines())  # after the mask: it may rewrite what it lets through

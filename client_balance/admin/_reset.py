@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from client_balance._kafka import commit_offsets, offsets_for_times, partition_offsets
+from client_balance._settings_checks import check_group_id
 from client_balance.admin._view import GroupView
 from client_balance.errors import ConfigError
 from client_balance.keys import TopicPartition, check_topic_name
@@ -31,9 +32,10 @@ def reset_offsets(
     ``topics`` default to those the members reported.
     Returns ``topic:partition`` -> the offset committed.
     """
-    if not isinstance(group, str) or not group.strip():
-        # The live check would judge settings.group_id while the commit went to this one.
-        raise ConfigError(f"group {group!r} is not allowed; give the group id to reset")
+    try:  # a blank one: the live check judged settings.group_id, the commit went to this one
+        group = check_group_id(group)
+    except ValueError as error:
+        raise ConfigError(f"group {group!r} is not allowed: {error}") from None
     stamp = parse_reset_target(to)
     to = to.strip().lower()
     for topic in topics:  # before any request: a bad name is the caller's, not the cluster's

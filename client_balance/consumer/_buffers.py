@@ -23,6 +23,7 @@ from client_balance._kafka import (
 )
 from client_balance._logging import get_logger
 from client_balance._secrets import scrub
+from client_balance._timing import OncePer
 from client_balance.errors import ClientBalanceError
 from client_balance.keys import TopicPartition
 
@@ -39,7 +40,6 @@ __all__ = [
 
 _log = get_logger("fetch")
 _ERROR_LOG_EVERY_S = 60.0
-_ERRORS_KEPT = 256
 
 Run = tuple[tuple[str | None, int | None], int]
 """((topic, partition), length) of consecutive messages of one partition."""
@@ -316,10 +316,9 @@ class FetchErrors:
         kafka: Mapping[str, Any] | None = None,
         refused: Callable[[ClientBalanceError], None] = lambda _error: None,
     ) -> None:
-        self._clock = clock
         self._kafka = kafka  # whose secrets librdkafka's words must not carry into the log
         self._refused = refused
-        self._logged_s: dict[tuple[str, str | None], float] = {}  # (error, topic) -> when
+        self._logged = OncePer(_ERROR_LOG_EVERY_S, clock)  # by (error, topic)
 
     def drop(
         self, messages: list[Any]
@@ -360,12 +359,7 @@ class FetchErrors:
         turns were each new every time (a refusal raised on every call), and a second topic's
         refusal, worded alike, was never named.
         """
-        now, key = self._clock(), (text, topic)
-        logged_s = self._logged_s.get(key)
-        if logged_s is not None and now - logged_s <= _ERROR_LOG_EVERY_S:
+        if self._logged.admit((text, topic)) is None:
             return False
-        if len(self._logged_s) >= _ERRORS_KEPT:  # many distinct errors: forget, never grow
-            self._logged_s.clear()
-        self._logged_s[key] = now
         _log.warning("fetch error", error=text, topic=topic)
         return True

@@ -104,10 +104,8 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie (exited, not yet reaped by its parent) still answers kill(pid, 0).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return True
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] != "Z"
 
 
 def start_time(pid: int) -> int | None:
@@ -115,10 +113,19 @@ def start_time(pid: int) -> int | None:
 
     A pid is reused once its process is gone; the pid with its start time names one process.
     """
+    fields = _stat_fields(pid)
     try:
-        # Field 22 of /proc/<pid>/stat; the name (field 2) may hold spaces, so count after it.
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else int(fields[19])  # field 22 of the file
+    except (IndexError, ValueError):
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the name (field 3 on), or None if unreadable."""
+    try:
+        # The name (field 2) is in parentheses and may hold spaces or ") ": split after its last.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
         return None
 
 

@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from client_balance._settings_checks import MIN_SECRET_CHARS
+from client_balance._settings_checks import MIN_SECRET_CHARS, check_status_secret
 from client_balance.errors import ConfigError
 from client_balance.membership._records import REPLAYED, UNSIGNED, GroupState
 from client_balance.settings import ClientBalanceSettings
@@ -49,14 +49,11 @@ def status_secret(settings: ClientBalanceSettings) -> bytes | None:
     """
     if settings.status_secret is None:
         return None
-    secret = settings.status_secret.get_secret_value()
-    if len(secret) < MIN_SECRET_CHARS:
-        raise ConfigError(
-            f"status_secret has {len(secret)} characters; use at least {MIN_SECRET_CHARS} "
-            "(random ones): the status topic's signatures are readable by anyone who reads the "
-            "topic, and a short secret can be guessed from them"
-        )
-    return secret.encode()
+    try:
+        check_status_secret(settings.status_secret)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return settings.status_secret.get_secret_value().encode()
 
 
 def _mac(secret: bytes, writer: bytes, seq: bytes, key: bytes, value: bytes | None) -> bytes:

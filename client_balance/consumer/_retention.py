@@ -28,8 +28,7 @@ def restart_at_log_start(
     position: int,
     timeout_s: float,
     *,
-    truncated: bool = False,
-    cut: Callable[[int], None] = lambda _restart: None,
+    cut: Callable[[int], None] | None = None,
 ) -> None:
     """Fetch ``state``'s partition again from its log start; count the offsets retention took.
 
@@ -37,9 +36,10 @@ def restart_at_log_start(
     deletion. If the log start cannot be read now, the partition is assigned at ``position``
     again, which fails the same way and brings the fetcher back here on a later fetch.
 
-    ``truncated``: a new leader's log that ends below ``position``, where the application
-    stands, is read on from its end, not its start (the start is for a topic made anew); what
-    it lacks was delivered already. ``cut`` gets the restart, before the assign.
+    With ``cut``, the log was truncated under the partition: a new leader's log that ends
+    below ``position``, where the application stands, is read on from its end, not its start
+    (the start is for a topic made anew); what it lacks was delivered already. ``cut`` gets
+    the restart, before the assign.
     """
     tp = kafka_tp(state.partition)
     try:
@@ -49,7 +49,7 @@ def restart_at_log_start(
             "could not read the log start", partition=str(state.partition), error=scrub(str(error))
         )
         low = high = position
-    if position > high and truncated:
+    if position > high and cut is not None:
         restart = max(int(low), int(high))
         _log.warning(
             "the new log ends below where the application stands; reading on from its end",
@@ -83,7 +83,8 @@ def restart_at_log_start(
             lost=lost,
             restart_at=restart,
         )
-    cut(restart)
+    if cut is not None:
+        cut(restart)
     consumer.incremental_unassign([tp])
     consumer.incremental_assign([kafka_tp(state.partition, restart)])
     consumer.resume([tp])  # a pause survives unassign and assign (see Fetcher._hold)
@@ -123,5 +124,4 @@ def restart_out_of_range(
             stands = min(stands, state.cut_to)
         _log.warning("log truncated under the partition; restarting it",
                      partition=str(state.partition), position=stands)  # fmt: skip
-        restart_at_log_start(consumer, state, stands, timeout_s, truncated=True,
-                             cut=partial(cut, state))  # fmt: skip
+        restart_at_log_start(consumer, state, stands, timeout_s, cut=partial(cut, state))

@@ -54,4 +54,5 @@ def _serve_once() -> None:
         try:
             client.poll(0)
         except Exception as error:  # a callback of the client's raised: the others go on
-            _log.warning("serving an admin client's callbacks failed", error=repr(error))
+            # Named by type only: its words may quote the client's settings, secrets included.
+            _log.warning("serving an admin client's callbacks failed", error=type(error).__name__)
